@@ -1,0 +1,49 @@
+// Package status names the statuses of an order and of its payment (SPEC §7)
+// and which of them are final. It is shared by the store, the workflow and
+// the CLI, so the words a user sees are the same everywhere.
+package status
+
+// Order is where an order stands.
+type Order string
+
+// Order statuses: three while in flight, four final.
+const (
+	OrderReserving  Order = "RESERVING"
+	OrderRequesting Order = "REQUESTING"
+	OrderPending    Order = "PENDING"
+	OrderConfirmed  Order = "CONFIRMED"
+	OrderFailed     Order = "FAILED"
+	OrderCancelled  Order = "CANCELLED"
+	OrderRejected   Order = "REJECTED"
+)
+
+// Final reports whether the order has reached an end it never leaves.
+func (s Order) Final() bool {
+	switch s {
+	case OrderConfirmed, OrderFailed, OrderCancelled, OrderRejected:
+		return true
+	}
+	return false
+}
+
+// Payment is what payguard knows of the charge at the gateway.
+type Payment string
+
+// Payment statuses.
+const (
+	PaymentRequested Payment = "REQUESTED" // a create is being sent
+	PaymentPending   Payment = "PENDING"   // the gateway holds a transaction, not yet decided
+	PaymentUnknown   Payment = "UNKNOWN"   // a create may or may not have reached the gateway
+	PaymentSuccess   Payment = "SUCCESS"
+	PaymentFailed    Payment = "FAILED"
+	PaymentCancelled Payment = "CANCELLED"
+	PaymentRefunded  Payment = "REFUNDED"
+)
+
+// Gateway transaction statuses (SPEC §4).
+const (
+	TxPending   = "PENDING"
+	TxSuccess   = "SUCCESS"
+	TxFailed    = "FAILED"
+	TxCancelled = "CANCELLED"
+)

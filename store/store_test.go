@@ -1,0 +1,346 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/payguard/payguard/internal/testenv"
+	"github.com/payguard/payguard/status"
+	"github.com/payguard/payguard/store"
+)
+
+func newOrder(id string, qty int64) store.NewOrder {
+	return store.NewOrder{OrderID: id, ProductID: "P1", Quantity: qty, Amount: 10_000, UserID: "u1"}
+}
+
+func requireStock(t *testing.T, s *store.Store, available, reserved, sold int64) {
+	t.Helper()
+	st, err := s.GetStock(context.Background(), "P1")
+	require.NoError(t, err)
+	assert.Equal(t, store.Stock{ProductID: "P1", Total: available + reserved + sold, Available: available, Reserved: reserved, Sold: sold}, st)
+}
+
+func TestMigrationsApplyOnceAndAreIdempotent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := testenv.Store(t)
+	v1, err := s.SchemaVersion(ctx)
+	require.NoError(t, err)
+	assert.Positive(t, v1)
+	require.NoError(t, s.Migrate(ctx))
+	v2, err := s.SchemaVersion(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, v1, v2)
+}
+
+func TestSetStock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := testenv.Store(t)
+
+	st, err := s.SetStock(ctx, "P1", 5)
+	require.NoError(t, err)
+	assert.Equal(t, store.Stock{ProductID: "P1", Total: 5, Available: 5}, st)
+	_, err = s.SetStock(ctx, "P1", 5)
+	require.NoError(t, err, "setting the same total twice")
+	requireStock(t, s, 5, 0, 0)
+
+	_, err = s.Reserve(ctx, newOrder("o1", 2))
+	require.NoError(t, err)
+	st, err = s.SetStock(ctx, "P1", 8)
+	require.NoError(t, err)
+	assert.Equal(t, store.Stock{ProductID: "P1", Total: 8, Available: 6, Reserved: 2}, st, "reserved units survive a new total")
+
+	_, err = s.SetStock(ctx, "P1", 1)
+	require.ErrorIs(t, err, store.ErrStockInUse)
+	requireStock(t, s, 6, 2, 0)
+
+	_, err = s.SetStock(ctx, "P1", -1)
+	require.ErrorIs(t, err, store.ErrInvalid)
+	_, err = s.SetStock(ctx, "", 1)
+	require.ErrorIs(t, err, store.ErrInvalid)
+	_, err = s.GetStock(ctx, "nope")
+	require.ErrorIs(t, err, store.ErrUnknownProduct)
+}
+
+func TestReserveIsIdempotentAndRejectsShortStock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := testenv.Store(t)
+	_, err := s.SetStock(ctx, "P1", 5)
+	require.NoError(t, err)
+
+	o, err := s.Reserve(ctx, newOrder("o1", 2))
+	require.NoError(t, err)
+	assert.Equal(t, status.OrderRequesting, o.Status)
+	assert.Equal(t, store.ReservationHeld, o.Reservation)
+	_, err = s.Reserve(ctx, newOrder("o1", 2))
+	require.NoError(t, err, "a repeated reserve")
+	requireStock(t, s, 3, 2, 0)
+
+	_, err = s.Reserve(ctx, newOrder("o1", 3))
+	require.ErrorIs(t, err, store.ErrOrderMismatch)
+
+	o, err = s.Reserve(ctx, newOrder("o2", 4))
+	require.ErrorIs(t, err, store.ErrOutOfStock)
+	assert.Equal(t, status.OrderRejected, o.Status)
+	_, err = s.Reserve(ctx, newOrder("o2", 4))
+	require.ErrorIs(t, err, store.ErrOutOfStock, "a repeated reserve of a rejected order")
+	requireStock(t, s, 3, 2, 0)
+
+	_, err = s.Reserve(ctx, store.NewOrder{OrderID: "o3", ProductID: "ghost", Quantity: 1, Amount: 1})
+	require.ErrorIs(t, err, store.ErrUnknownProduct)
+	_, err = s.Reserve(ctx, store.NewOrder{OrderID: "o4", ProductID: "P1", Quantity: 0, Amount: 1})
+	require.ErrorIs(t, err, store.ErrInvalid)
+	_, err = s.Reserve(ctx, store.NewOrder{OrderID: "o4", ProductID: "P1", Quantity: 1, Amount: 0})
+	require.ErrorIs(t, err, store.ErrInvalid)
+}
+
+func TestCommitAndRelease(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := testenv.Store(t)
+	_, err := s.SetStock(ctx, "P1", 10)
+	require.NoError(t, err)
+	for _, id := range []string{"a", "b"} {
+		_, err := s.Reserve(ctx, newOrder(id, 3))
+		require.NoError(t, err)
+	}
+
+	require.NoError(t, s.Commit(ctx, "a", "paid"))
+	require.NoError(t, s.Commit(ctx, "a", "paid"), "a repeated commit")
+	requireStock(t, s, 4, 3, 3)
+	require.ErrorIs(t, s.Release(ctx, "a", "late"), store.ErrReservationSettled)
+
+	require.NoError(t, s.Release(ctx, "b", "failed"))
+	require.NoError(t, s.Release(ctx, "b", "failed"), "a repeated release")
+	requireStock(t, s, 7, 0, 3)
+	require.ErrorIs(t, s.Commit(ctx, "b", "late"), store.ErrReservationSettled)
+
+	require.ErrorIs(t, s.Commit(ctx, "nobody", "x"), store.ErrNoReservation)
+}
+
+func TestConcurrentReservationsNeverOversell(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := testenv.Store(t)
+	_, err := s.SetStock(ctx, "P1", 10)
+	require.NoError(t, err)
+
+	var ok, short atomic.Int32
+	var wg sync.WaitGroup
+	errs := make(chan error, 200)
+	for i := range 200 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := s.Reserve(ctx, newOrder(testenv.ID("c"), 1))
+			switch {
+			case err == nil:
+				ok.Add(1)
+			case errors.Is(err, store.ErrOutOfStock):
+				short.Add(1)
+			default:
+				errs <- err
+			}
+			_ = i
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("unexpected error: %v", err)
+	}
+	assert.EqualValues(t, 10, ok.Load())
+	assert.EqualValues(t, 190, short.Load())
+	requireStock(t, s, 0, 10, 0)
+}
+
+func TestConcurrentCommitAndReleaseTakeEffectOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := testenv.Store(t)
+	_, err := s.SetStock(ctx, "P1", 10)
+	require.NoError(t, err)
+	_, err = s.Reserve(ctx, newOrder("o1", 4))
+	require.NoError(t, err)
+
+	var commits, releases, refused atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var err error
+			if i%2 == 0 {
+				err = s.Commit(ctx, "o1", "race")
+				if err == nil {
+					commits.Add(1)
+				}
+			} else {
+				err = s.Release(ctx, "o1", "race")
+				if err == nil {
+					releases.Add(1)
+				}
+			}
+			if errors.Is(err, store.ErrReservationSettled) {
+				refused.Add(1)
+			} else if err != nil {
+				t.Errorf("unexpected error: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	// Exactly one side won; its repeats were no-ops and the other side was refused.
+	require.True(t, (commits.Load() == 20) != (releases.Load() == 20), "commits %d releases %d", commits.Load(), releases.Load())
+	assert.EqualValues(t, 20, refused.Load())
+	if commits.Load() == 20 {
+		requireStock(t, s, 6, 0, 4)
+	} else {
+		requireStock(t, s, 10, 0, 0)
+	}
+	events, err := s.Events(ctx, "o1")
+	require.NoError(t, err)
+	settlements := 0
+	for _, e := range events {
+		if e.Kind == store.KindReservation && e.From == store.ReservationHeld {
+			settlements++
+		}
+	}
+	assert.Equal(t, 1, settlements, "one settlement in the log")
+}
+
+func TestAdvanceRefusesIllegalTransitionsAndLogsInOrder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := testenv.Store(t)
+	_, err := s.SetStock(ctx, "P1", 10)
+	require.NoError(t, err)
+	_, err = s.Reserve(ctx, newOrder("o1", 1))
+	require.NoError(t, err)
+
+	require.NoError(t, s.Advance(ctx, store.Change{OrderID: "o1", Order: status.OrderPending, Payment: status.PaymentPending,
+		TransactionKey: "tx1", Cause: "gateway accepted"}))
+	confirm := store.Change{OrderID: "o1", Order: status.OrderConfirmed, Payment: status.PaymentSuccess,
+		Reservation: store.CommitReservation, Cause: "callback SUCCESS"}
+	require.NoError(t, s.Advance(ctx, confirm))
+	require.NoError(t, s.Advance(ctx, confirm), "a repeated change")
+	before, err := s.GetOrder(ctx, "o1")
+	require.NoError(t, err)
+	assert.Equal(t, status.OrderConfirmed, before.Status)
+	assert.Equal(t, status.PaymentSuccess, before.PaymentStatus)
+	assert.Equal(t, "tx1", before.TransactionKey)
+
+	err = s.Advance(ctx, store.Change{OrderID: "o1", Order: status.OrderCancelled, Payment: status.PaymentCancelled,
+		Reservation: store.ReleaseReservation, Cause: "too late"})
+	var te *store.TransitionError
+	require.ErrorAs(t, err, &te)
+	require.ErrorIs(t, err, store.ErrIllegalTransition)
+	assert.Equal(t, "CONFIRMED", te.From)
+	after, err := s.GetOrder(ctx, "o1")
+	require.NoError(t, err)
+	assert.Equal(t, before, after, "a refused change leaves the row unchanged")
+	requireStock(t, s, 9, 0, 1)
+
+	err = s.Advance(ctx, store.Change{OrderID: "o1", Payment: status.PaymentPending, Cause: "backwards"})
+	require.ErrorIs(t, err, store.ErrIllegalTransition)
+	require.ErrorIs(t, s.Advance(ctx, store.Change{OrderID: "ghost", Order: status.OrderFailed, Cause: "x"}), store.ErrNotFound)
+
+	events, err := s.Events(ctx, "o1")
+	require.NoError(t, err)
+	var orderMoves []string
+	for _, e := range events {
+		if e.Kind == store.KindOrder {
+			orderMoves = append(orderMoves, e.From+">"+e.To)
+		}
+	}
+	assert.Equal(t, []string{">RESERVING", "RESERVING>REQUESTING", "REQUESTING>PENDING", "PENDING>CONFIRMED"}, orderMoves)
+	for i := 1; i < len(events); i++ {
+		assert.Greater(t, events[i].ID, events[i-1].ID)
+		assert.False(t, events[i].At.Before(events[i-1].At))
+	}
+
+	_, err = s.Pool().Exec(ctx, `DELETE FROM payment_events`)
+	require.Error(t, err, "the event log is append-only")
+}
+
+func TestAttemptsGuardAgainstASecondSend(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := testenv.Store(t)
+	_, err := s.SetStock(ctx, "P1", 10)
+	require.NoError(t, err)
+	_, err = s.Reserve(ctx, newOrder("o1", 1))
+	require.NoError(t, err)
+
+	a1, err := s.BeginAttempt(ctx, "o1", "")
+	require.NoError(t, err)
+	assert.Equal(t, 1, a1.No)
+	require.NoError(t, s.FinishAttempt(ctx, "o1", 1, store.OutcomeUnreachable, "", "connection refused"))
+	require.NoError(t, s.FinishAttempt(ctx, "o1", 1, store.OutcomeUnreachable, "", "connection refused"), "a repeated finish")
+	require.ErrorIs(t, s.FinishAttempt(ctx, "o1", 1, store.OutcomeAccepted, "tx", ""), store.ErrIllegalTransition)
+
+	a2, err := s.BeginAttempt(ctx, "o1", "")
+	require.NoError(t, err)
+	assert.Equal(t, 2, a2.No)
+	// The sender of attempt 2 dies here, before recording any answer.
+	_, err = s.BeginAttempt(ctx, "o1", "")
+	require.ErrorIs(t, err, store.ErrAttemptInFlight)
+	attempts, err := s.Attempts(ctx, "o1")
+	require.NoError(t, err)
+	require.Len(t, attempts, 2, "the refused attempt sent nothing")
+	assert.Equal(t, store.OutcomeUnknown, attempts[1].Outcome)
+
+	// Once the gateway has been asked and knows nothing, a re-send is allowed.
+	a3, err := s.BeginAttempt(ctx, "o1", "")
+	require.NoError(t, err)
+	assert.Equal(t, 3, a3.No)
+	require.NoError(t, s.FinishAttempt(ctx, "o1", 3, store.OutcomeAccepted, "tx3", ""))
+	o, err := s.GetOrder(ctx, "o1")
+	require.NoError(t, err)
+	assert.Equal(t, 3, o.Attempts)
+
+	_, err = s.BeginAttempt(ctx, "ghost", "")
+	require.ErrorIs(t, err, store.ErrNotFound)
+}
+
+func TestConcurrentAttemptsSendAtMostOne(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := testenv.Store(t)
+	_, err := s.SetStock(ctx, "P1", 10)
+	require.NoError(t, err)
+	_, err = s.Reserve(ctx, newOrder("o1", 1))
+	require.NoError(t, err)
+	var began atomic.Int32
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := s.BeginAttempt(ctx, "o1", ""); err == nil {
+				began.Add(1)
+			} else if !errors.Is(err, store.ErrAttemptInFlight) {
+				t.Errorf("unexpected: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	// Never two in flight at once: each success after the first closed the one before as UNKNOWN.
+	attempts, err := s.Attempts(ctx, "o1")
+	require.NoError(t, err)
+	inFlight := 0
+	for _, a := range attempts {
+		if a.State == "SENDING" {
+			inFlight++
+		}
+	}
+	assert.LessOrEqual(t, inFlight, 1)
+	assert.EqualValues(t, began.Load(), len(attempts), "every row is a begin that was allowed to send")
+}
