@@ -1,0 +1,198 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// Config configures a Client.
+type Config struct {
+	BaseURL string // e.g. http://127.0.0.1:8090
+	UserID  string // sent as X-USER-ID when a call names none
+	// ConnectTimeout bounds the TCP dial and TLS handshake: a call that fails
+	// within it never reached the gateway.
+	ConnectTimeout time.Duration
+	// ReadTimeout bounds the wait for the answer once the request is on the
+	// wire: a call that fails within it has an unknown outcome.
+	ReadTimeout time.Duration
+}
+
+// Client calls the gateway. It is safe for concurrent use.
+type Client struct {
+	base   *url.URL
+	userID string
+	read   time.Duration
+	http   *http.Client
+}
+
+// maxAnswerBytes bounds what the client reads of an answer.
+const maxAnswerBytes = 1 << 20
+
+// New builds a Client.
+func New(cfg Config) (*Client, error) {
+	base, err := url.Parse(strings.TrimRight(cfg.BaseURL, "/"))
+	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
+		return nil, fmt.Errorf("gateway url %q: want http(s)://host:port", cfg.BaseURL)
+	}
+	if cfg.ConnectTimeout <= 0 {
+		cfg.ConnectTimeout = time.Second
+	}
+	if cfg.ReadTimeout <= 0 {
+		cfg.ReadTimeout = 3 * time.Second
+	}
+	if cfg.UserID == "" {
+		cfg.UserID = "payguard"
+	}
+	dialer := &net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 30 * time.Second}
+	transport := &http.Transport{
+		DialContext:           dialer.DialContext,
+		TLSHandshakeTimeout:   cfg.ConnectTimeout,
+		ResponseHeaderTimeout: cfg.ReadTimeout,
+		MaxIdleConns:          100,
+		MaxIdleConnsPerHost:   100,
+		IdleConnTimeout:       90 * time.Second,
+	}
+	return &Client{base: base, userID: cfg.UserID, read: cfg.ReadTimeout, http: &http.Client{Transport: transport}}, nil
+}
+
+// Close drops idle connections.
+func (c *Client) Close() { c.http.CloseIdleConnections() }
+
+// CreatePayment asks the gateway to charge a card. userID may be "" for the
+// client's default; idempotencyKey may be "" for none.
+func (c *Client) CreatePayment(ctx context.Context, req CreateRequest, userID, idempotencyKey string) (Created, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return Created{}, err
+	}
+	headers := http.Header{}
+	if userID == "" {
+		userID = c.userID
+	}
+	headers.Set("X-USER-ID", userID)
+	if idempotencyKey != "" {
+		headers.Set("Idempotency-Key", idempotencyKey)
+	}
+	var created Created
+	resp, err := c.do(ctx, "create", http.MethodPost, "/api/v1/payments", headers, body, &created)
+	if err != nil {
+		return Created{}, err
+	}
+	created.Replayed = resp.Header.Get("Idempotent-Replayed") == "true"
+	return created, nil
+}
+
+// Payment looks a transaction up by its key.
+func (c *Client) Payment(ctx context.Context, transactionKey string) (Transaction, error) {
+	var tx Transaction
+	_, err := c.do(ctx, "lookup", http.MethodGet, "/api/v1/payments/"+url.PathEscape(transactionKey), nil, nil, &tx)
+	return tx, err
+}
+
+// PaymentsByOrder lists the gateway's transactions for an order (none is an
+// empty list, not an error).
+func (c *Client) PaymentsByOrder(ctx context.Context, orderID string) (OrderTransactions, error) {
+	var out OrderTransactions
+	_, err := c.do(ctx, "lookup-by-order", http.MethodGet, "/api/v1/payments?orderId="+url.QueryEscape(orderID), nil, nil, &out)
+	return out, err
+}
+
+// Cancel cancels a transaction (a refund when it had succeeded). Cancelling
+// twice answers the same.
+func (c *Client) Cancel(ctx context.Context, transactionKey string) (Transaction, error) {
+	var tx Transaction
+	_, err := c.do(ctx, "cancel", http.MethodPost, "/api/v1/payments/"+url.PathEscape(transactionKey)+"/cancel", nil, nil, &tx)
+	return tx, err
+}
+
+// do sends one request and classifies its failure. Whether a connection was
+// ever obtained is what separates "never reached" from "outcome unknown":
+// httptrace tells us, whatever the error's wording.
+func (c *Client) do(ctx context.Context, op, method, path string, headers http.Header, body []byte, out any) (*http.Response, error) {
+	// The transport may retry internally on a fresh connection (a stale
+	// keep-alive), so "connected" is per try, while a write on any try counts.
+	var connected, wrote atomic.Bool
+	trace := &httptrace.ClientTrace{
+		GetConn:      func(string) { connected.Store(false) },
+		GotConn:      func(httptrace.GotConnInfo) { connected.Store(true) },
+		WroteHeaders: func() { wrote.Store(true) },
+	}
+	ctx = httptrace.WithClientTrace(ctx, trace)
+	var reader io.Reader
+	if body != nil {
+		reader = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base.String()+path, reader)
+	if err != nil {
+		return nil, &Error{Class: ErrUnreachable, Op: op, Err: err}
+	}
+	for k, v := range headers {
+		req.Header[k] = v
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		if !connected.Load() && !wrote.Load() {
+			return nil, &Error{Class: ErrUnreachable, Op: op, Err: err}
+		}
+		return nil, &Error{Class: ErrOutcomeUnknown, Op: op, Err: err}
+	}
+	defer resp.Body.Close()
+	// The body must come within the read timeout too: a gateway that sends
+	// headers and then stalls is as silent as one that sends nothing.
+	timer := time.AfterFunc(c.read, func() { resp.Body.Close() })
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes))
+	timer.Stop()
+	if err != nil {
+		return nil, &Error{Class: ErrOutcomeUnknown, Op: op, StatusCode: resp.StatusCode, Err: fmt.Errorf("read answer: %w", err)}
+	}
+	switch {
+	case resp.StatusCode >= 500:
+		e := &Error{Class: ErrOutcomeUnknown, Op: op, StatusCode: resp.StatusCode}
+		decodeErrorBody(raw, e)
+		return nil, e
+	case resp.StatusCode >= 400:
+		e := &Error{Class: ErrRejected, Op: op, StatusCode: resp.StatusCode}
+		decodeErrorBody(raw, e)
+		return nil, e
+	case resp.StatusCode < 200 || resp.StatusCode >= 300:
+		return nil, &Error{Class: ErrOutcomeUnknown, Op: op, StatusCode: resp.StatusCode, Message: "unexpected status"}
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		// A 2xx we cannot read tells us nothing definitive.
+		return nil, &Error{Class: ErrOutcomeUnknown, Op: op, StatusCode: resp.StatusCode, Err: fmt.Errorf("decode answer: %w", err)}
+	}
+	return resp, nil
+}
+
+func decodeErrorBody(raw []byte, e *Error) {
+	var b ErrorBody
+	if json.Unmarshal(raw, &b) == nil {
+		e.Code, e.Message = b.Code, b.Message
+	}
+	if e.Code == "" {
+		e.Message = strings.TrimSpace(string(raw))
+		if len(e.Message) > 200 {
+			e.Message = e.Message[:200]
+		}
+	}
+}
+
+// IsNotFound reports whether err is the gateway's 404.
+func IsNotFound(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.StatusCode == http.StatusNotFound
+}

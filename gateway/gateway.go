@@ -1,0 +1,106 @@
+// Package gateway is payguard's client for a payment gateway speaking the API
+// of SPEC §4 (pgsim serves it), with the callback signature scheme.
+//
+// Its errors carry the one distinction that matters for money (SPEC §1):
+//
+//   - ErrUnreachable: the request provably never reached the gateway (no
+//     connection was ever made: dial refused, DNS, dial timeout, TLS
+//     handshake). Sending it again is safe.
+//   - ErrOutcomeUnknown: the request was (or may have been) written and no
+//     definitive answer came back (read timeout, reset, EOF, 5xx). The
+//     gateway may be charging the card right now.
+//   - ErrRejected: the gateway answered 4xx. Definitive; see *Error.Code.
+package gateway
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Error classes, for errors.Is.
+var (
+	ErrUnreachable    = errors.New("gateway unreachable")
+	ErrOutcomeUnknown = errors.New("gateway outcome unknown")
+	ErrRejected       = errors.New("gateway rejected the request")
+)
+
+// Error is a failed gateway call with its class.
+type Error struct {
+	Class      error  // ErrUnreachable, ErrOutcomeUnknown or ErrRejected
+	Op         string // "create", "lookup", "lookup-by-order", "cancel"
+	StatusCode int    // the HTTP status, when an answer came back
+	Code       string // the gateway's error code, when it sent one
+	Message    string
+	Err        error // the transport error, when there was one
+}
+
+func (e *Error) Error() string {
+	switch {
+	case e.StatusCode != 0:
+		return fmt.Sprintf("%s: %s: HTTP %d %s %s", e.Op, e.Class, e.StatusCode, e.Code, e.Message)
+	case e.Err != nil:
+		return fmt.Sprintf("%s: %s: %v", e.Op, e.Class, e.Err)
+	default:
+		return fmt.Sprintf("%s: %s", e.Op, e.Class)
+	}
+}
+
+// Is matches the error's class.
+func (e *Error) Is(target error) bool { return target == e.Class }
+
+// Unwrap exposes the transport error.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Transaction statuses.
+const (
+	StatusPending   = "PENDING"
+	StatusSuccess   = "SUCCESS"
+	StatusFailed    = "FAILED"
+	StatusCancelled = "CANCELLED"
+)
+
+// Card types the gateway accepts.
+var CardTypes = []string{"SAMSUNG", "KB", "HYUNDAI"}
+
+// CreateRequest is the body of POST /api/v1/payments.
+type CreateRequest struct {
+	OrderID     string `json:"orderId"`
+	Amount      int64  `json:"amount"`
+	CardType    string `json:"cardType"`
+	CardNo      string `json:"cardNo"`
+	CallbackURL string `json:"callbackUrl"`
+}
+
+// Created is the answer to a create.
+type Created struct {
+	TransactionKey string `json:"transactionKey"`
+	OrderID        string `json:"orderId"`
+	Status         string `json:"status"`
+	// Replayed is true when the gateway answered from its idempotency store.
+	Replayed bool `json:"-"`
+}
+
+// Transaction is a payment as the gateway knows it; also the callback body.
+type Transaction struct {
+	TransactionKey string `json:"transactionKey"`
+	OrderID        string `json:"orderId"`
+	Amount         int64  `json:"amount"`
+	Status         string `json:"status"`
+	Reason         string `json:"reason"`
+}
+
+// OrderTransactions is the answer to a lookup by order id.
+type OrderTransactions struct {
+	OrderID      string        `json:"orderId"`
+	Transactions []Transaction `json:"transactions"`
+}
+
+// ErrorBody is the gateway's error answer.
+type ErrorBody struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// DevSecret signs callbacks when GATEWAY_SECRET is unset: fine on a laptop,
+// never in production (the worker logs a warning when it is in use).
+const DevSecret = "payguard-dev-secret"

@@ -1,0 +1,162 @@
+package simulator
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+
+	"github.com/payguard/payguard/gateway"
+)
+
+func (s *Server) adminHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /admin/faults", s.handleGetFaults)
+	mux.HandleFunc("PATCH /admin/faults", s.handlePatchFaults)
+	mux.HandleFunc("POST /admin/transactions/{key}/resolve", s.handleResolve)
+	mux.HandleFunc("GET /admin/stats", s.handleStats)
+	mux.HandleFunc("POST /admin/reset", s.handleReset)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "NOT_FOUND", fmt.Sprintf("no route %s %s", r.Method, r.URL.Path))
+	})
+	return mux
+}
+
+func (s *Server) handleGetFaults(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, s.Faults())
+}
+
+// Faults returns the fault settings in force.
+func (s *Server) Faults() Faults {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.faults
+}
+
+// handlePatchFaults merges the given settings: JSON decoding onto a copy of
+// the current settings keeps every field the body does not name.
+func (s *Server) handlePatchFaults(w http.ResponseWriter, r *http.Request) {
+	raw, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	next := s.faults
+	if err := decodeStrict(raw, &next); err != nil {
+		writeError(w, http.StatusBadRequest, "BAD_REQUEST", err.Error())
+		return
+	}
+	if err := next.Validate(); err != nil {
+		writeError(w, http.StatusBadRequest, "BAD_REQUEST", err.Error())
+		return
+	}
+	if err := s.setDown(next.Down); err != nil {
+		writeError(w, http.StatusInternalServerError, "LISTENER", err.Error())
+		return
+	}
+	s.faults = next
+	s.log.Info("faults changed", "faults", string(raw))
+	writeJSON(w, http.StatusOK, s.faults)
+}
+
+type resolveRequest struct {
+	Status   string `json:"status"`
+	Reason   string `json:"reason"`
+	Callback *bool  `json:"callback"`
+}
+
+func (s *Server) handleResolve(w http.ResponseWriter, r *http.Request) {
+	raw, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	var req resolveRequest
+	if err := decodeStrict(raw, &req); err != nil {
+		writeError(w, http.StatusBadRequest, "BAD_REQUEST", err.Error())
+		return
+	}
+	if req.Status != gateway.StatusSuccess && req.Status != gateway.StatusFailed {
+		writeError(w, http.StatusBadRequest, "BAD_REQUEST", fmt.Sprintf("status must be SUCCESS or FAILED, got %q", req.Status))
+		return
+	}
+	if req.Status == gateway.StatusFailed && req.Reason == "" {
+		req.Reason = "LIMIT_EXCEEDED"
+	}
+	callback := req.Callback == nil || *req.Callback
+	key := r.PathValue("key")
+	s.mu.Lock()
+	tx, found := s.txs[key]
+	if !found {
+		s.mu.Unlock()
+		writeError(w, http.StatusNotFound, "NOT_FOUND", fmt.Sprintf("no transaction %q", key))
+		return
+	}
+	tx.Status, tx.Reason = req.Status, req.Reason
+	if req.Status == gateway.StatusSuccess {
+		tx.Reason = ""
+	}
+	view, url := tx.view(), tx.CallbackURL
+	s.mu.Unlock()
+	if callback {
+		s.sendCallback(view, url)
+	}
+	writeJSON(w, http.StatusOK, view)
+}
+
+// OrderStats is one order's line of /admin/stats.
+type OrderStats struct {
+	CreateRequests int      `json:"createRequests"`
+	Transactions   []string `json:"transactions"`
+	Successful     int      `json:"successful"`
+	Cancelled      int      `json:"cancelled"`
+	Refunded       int      `json:"refunded"`
+}
+
+// Stats is the body of /admin/stats: what the gateway saw, per order.
+type Stats struct {
+	Orders map[string]OrderStats `json:"orders"`
+}
+
+// Stats returns the per-order counters.
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := Stats{Orders: map[string]OrderStats{}}
+	for id, st := range s.orders {
+		os := OrderStats{CreateRequests: st.createRequests, Transactions: slices.Clone(st.keys)}
+		if os.Transactions == nil {
+			os.Transactions = []string{}
+		}
+		for _, key := range st.keys {
+			switch tx := s.txs[key]; {
+			case tx.Status == gateway.StatusSuccess:
+				os.Successful++
+			case tx.Status == gateway.StatusCancelled:
+				os.Cancelled++
+				if tx.Refunded {
+					os.Refunded++
+				}
+			}
+		}
+		out.Orders[id] = os
+	}
+	return out
+}
+
+func (s *Server) handleStats(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, s.Stats())
+}
+
+func (s *Server) handleReset(w http.ResponseWriter, _ *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.txs = map[string]*transaction{}
+	s.orders = map[string]*orderStats{}
+	s.idem = map[string]*idemEntry{}
+	if err := s.setDown(s.cfg.Faults.Down); err != nil {
+		writeError(w, http.StatusInternalServerError, "LISTENER", err.Error())
+		return
+	}
+	s.faults = s.cfg.Faults
+	writeJSON(w, http.StatusOK, map[string]any{"reset": true, "faults": s.faults})
+}

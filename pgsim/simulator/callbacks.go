@@ -1,0 +1,82 @@
+package simulator
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/payguard/payguard/gateway"
+)
+
+// Callback retry schedule: 8 tries, 250 ms doubling up to 10 s between them.
+const (
+	callbackTries      = 8
+	callbackFirstDelay = 250 * time.Millisecond
+	callbackMaxDelay   = 10 * time.Second
+)
+
+// sendCallback delivers a transaction's outcome to its callback URL in the
+// background, with the callback faults applied.
+func (s *Server) sendCallback(tx gateway.Transaction, url string) {
+	s.mu.Lock()
+	f := s.faults.Callback
+	drop := s.chance(f.DropRate)
+	duplicate := s.chance(f.DuplicateRate)
+	s.mu.Unlock()
+	if drop {
+		s.log.Info("callback dropped", "transaction_key", tx.TransactionKey, "order_id", tx.OrderID)
+		return
+	}
+	copies := 1
+	if duplicate {
+		copies = 2
+	}
+	for range copies {
+		s.goBackground(func(ctx context.Context) {
+			if !sleep(ctx, time.Duration(f.Delay)) {
+				return
+			}
+			s.deliver(ctx, tx, url)
+		})
+	}
+}
+
+// deliver POSTs one signed callback, retrying on a connection error or a
+// non-2xx answer.
+func (s *Server) deliver(ctx context.Context, tx gateway.Transaction, url string) {
+	body, _ := json.Marshal(tx)
+	delay := callbackFirstDelay
+	for try := 1; try <= callbackTries; try++ {
+		status, err := s.post(ctx, url, body)
+		if err == nil && status >= 200 && status < 300 {
+			s.log.Info("callback delivered", "transaction_key", tx.TransactionKey, "order_id", tx.OrderID,
+				"status", tx.Status, "try", try)
+			return
+		}
+		s.log.Warn("callback failed", "transaction_key", tx.TransactionKey, "try", try, "http_status", status, "error", err)
+		if try == callbackTries || !sleep(ctx, delay) {
+			return
+		}
+		delay = min(delay*2, callbackMaxDelay)
+	}
+}
+
+func (s *Server) post(ctx context.Context, url string, body []byte) (int, error) {
+	ts := strconv.FormatInt(time.Now().Unix(), 10)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(gateway.HeaderTimestamp, ts)
+	req.Header.Set(gateway.HeaderSignature, gateway.Sign(s.cfg.Secret, ts, body))
+	resp, err := s.callback.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}

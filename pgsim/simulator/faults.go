@@ -1,0 +1,134 @@
+package simulator
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Duration is a time.Duration that reads and writes JSON as "250ms" (a
+// number is taken as milliseconds).
+type Duration time.Duration
+
+// MarshalJSON writes the duration as a Go duration string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// UnmarshalJSON reads "250ms", "2s" or a number of milliseconds.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("duration %q: %w", s, err)
+		}
+		*d = Duration(v)
+		return nil
+	}
+	ms, err := strconv.ParseFloat(string(b), 64)
+	if err != nil {
+		return fmt.Errorf("duration %s: want a string like \"250ms\" or milliseconds", b)
+	}
+	*d = Duration(ms * float64(time.Millisecond))
+	return nil
+}
+
+// Range is a closed interval of durations; a value is drawn uniformly.
+type Range struct {
+	Min Duration `json:"min"`
+	Max Duration `json:"max"`
+}
+
+// EndpointFaults are the faults of one gateway endpoint.
+type EndpointFaults struct {
+	ErrorRate    float64  `json:"errorRate"`    // share of calls answered ErrorStatus before doing anything
+	ErrorStatus  int      `json:"errorStatus"`  // the injected status, 500 unless set
+	FailNext     int      `json:"failNext"`     // the next n calls fail, deterministically
+	TimeoutRate  float64  `json:"timeoutRate"`  // share of calls done but answered only after TimeoutDelay
+	TimeoutDelay Duration `json:"timeoutDelay"` // how long a timed-out answer is held
+}
+
+// Processing is how a created transaction is decided.
+type Processing struct {
+	Min         Duration `json:"min"`
+	Max         Duration `json:"max"`
+	SuccessRate float64  `json:"successRate"`
+}
+
+// CallbackFaults disturb the callbacks.
+type CallbackFaults struct {
+	DropRate      float64  `json:"dropRate"`
+	Delay         Duration `json:"delay"`
+	DuplicateRate float64  `json:"duplicateRate"`
+}
+
+// Faults is the whole fault configuration (SPEC §4).
+type Faults struct {
+	Down       bool           `json:"down"`
+	Latency    Range          `json:"latency"`
+	Create     EndpointFaults `json:"create"`
+	Lookup     EndpointFaults `json:"lookup"`
+	Cancel     EndpointFaults `json:"cancel"`
+	Processing Processing     `json:"processing"`
+	Callback   CallbackFaults `json:"callback"`
+}
+
+// DefaultFaults follow the Loopers pg-simulator: 100–500 ms latency, 40% of
+// creates failing, 1–5 s processing with 70% success.
+func DefaultFaults() Faults {
+	endpoint := EndpointFaults{ErrorStatus: 500, TimeoutDelay: Duration(30 * time.Second)}
+	create := endpoint
+	create.ErrorRate = 0.4
+	return Faults{
+		Latency:    Range{Min: Duration(100 * time.Millisecond), Max: Duration(500 * time.Millisecond)},
+		Create:     create,
+		Lookup:     endpoint,
+		Cancel:     endpoint,
+		Processing: Processing{Min: Duration(time.Second), Max: Duration(5 * time.Second), SuccessRate: 0.7},
+	}
+}
+
+// Validate reports the first setting out of range.
+func (f Faults) Validate() error {
+	var errs []error
+	rate := func(name string, v float64) {
+		if v < 0 || v > 1 {
+			errs = append(errs, fmt.Errorf("%s must be within 0..1, got %v", name, v))
+		}
+	}
+	span := func(name string, lo, hi Duration) {
+		if lo < 0 || hi < 0 {
+			errs = append(errs, fmt.Errorf("%s must not be negative", name))
+		}
+		if hi < lo {
+			errs = append(errs, fmt.Errorf("%s: max %s is below min %s", name, time.Duration(hi), time.Duration(lo)))
+		}
+	}
+	span("latency", f.Latency.Min, f.Latency.Max)
+	for _, ep := range []struct {
+		name string
+		f    EndpointFaults
+	}{{"create", f.Create}, {"lookup", f.Lookup}, {"cancel", f.Cancel}} {
+		name, e := ep.name, ep.f
+		rate(name+".errorRate", e.ErrorRate)
+		rate(name+".timeoutRate", e.TimeoutRate)
+		if e.ErrorStatus < 400 || e.ErrorStatus > 599 {
+			errs = append(errs, fmt.Errorf("%s.errorStatus must be an HTTP error status (400..599), got %d", name, e.ErrorStatus))
+		}
+		if e.FailNext < 0 {
+			errs = append(errs, fmt.Errorf("%s.failNext must not be negative", name))
+		}
+		if e.TimeoutDelay < 0 {
+			errs = append(errs, fmt.Errorf("%s.timeoutDelay must not be negative", name))
+		}
+	}
+	span("processing", f.Processing.Min, f.Processing.Max)
+	rate("processing.successRate", f.Processing.SuccessRate)
+	rate("callback.dropRate", f.Callback.DropRate)
+	rate("callback.duplicateRate", f.Callback.DuplicateRate)
+	if f.Callback.Delay < 0 {
+		errs = append(errs, errors.New("callback.delay must not be negative"))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,124 @@
+package simulator
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/payguard/payguard/gateway"
+)
+
+// Run is pgsim's main: it parses flags (defaults from the environment where
+// SPEC §6 names a variable), serves until ctx ends, then shuts down.
+func Run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	cfg, err := ParseFlags(args, getenv)
+	if err != nil {
+		return err
+	}
+	cfg.Logger = slog.New(slog.NewJSONHandler(stdout, nil))
+	s := New(cfg)
+	if err := s.Start(); err != nil {
+		return err
+	}
+	faults, _ := json.Marshal(cfg.Faults)
+	cfg.Logger.Info("pgsim listening", "gateway_url", s.GatewayURL(), "admin_url", s.AdminURL(), "seed", cfg.Seed,
+		"idempotency", cfg.Idempotency, "secret", mask(cfg.Secret), "faults", string(faults))
+	<-ctx.Done()
+	cfg.Logger.Info("pgsim stopping")
+	return s.Close()
+}
+
+func mask(secret []byte) string {
+	if len(secret) == 0 {
+		return "(none)"
+	}
+	return "****"
+}
+
+// ParseFlags reads pgsim's flags.
+func ParseFlags(args []string, getenv func(string) string) (Config, error) {
+	fs := flag.NewFlagSet("pgsim", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	d := DefaultFaults()
+	cfg := Config{Faults: d}
+	var secret string
+	var seed int64
+	fs.StringVar(&cfg.Addr, "addr", "127.0.0.1:8090", "gateway API listen address")
+	fs.StringVar(&cfg.AdminAddr, "admin-addr", "127.0.0.1:8091", "admin API listen address (keep it on loopback)")
+	fs.Int64Var(&seed, "seed", time.Now().UnixNano(), "random seed; the same seed repeats a run")
+	fs.StringVar(&secret, "secret", envOr(getenv, "GATEWAY_SECRET", gateway.DevSecret), "callback signing secret (env GATEWAY_SECRET)")
+	fs.BoolVar(&cfg.Idempotency, "idempotency", true, "honour Idempotency-Key headers")
+	fs.DurationVar(&cfg.IdempotencyTTL, "idempotency-ttl", 15*24*time.Hour, "how long an idempotency key is kept")
+
+	f := &cfg.Faults
+	fs.BoolVar(&f.Down, "down", false, "start with the gateway port closed")
+	durationVar(fs, &f.Latency.Min, "latency-min", "least latency added to every answer")
+	durationVar(fs, &f.Latency.Max, "latency-max", "most latency added to every answer")
+	for _, ep := range []struct {
+		name string
+		f    *EndpointFaults
+	}{{"create", &f.Create}, {"lookup", &f.Lookup}, {"cancel", &f.Cancel}} {
+		fs.Float64Var(&ep.f.ErrorRate, ep.name+"-error-rate", ep.f.ErrorRate, "share of "+ep.name+" calls answered with an injected error")
+		fs.IntVar(&ep.f.ErrorStatus, ep.name+"-error-status", ep.f.ErrorStatus, "HTTP status of injected "+ep.name+" errors")
+		fs.IntVar(&ep.f.FailNext, ep.name+"-fail-next", 0, "the next n "+ep.name+" calls fail")
+		fs.Float64Var(&ep.f.TimeoutRate, ep.name+"-timeout-rate", 0, "share of "+ep.name+" calls done but answered only after the timeout delay")
+		durationVar(fs, &ep.f.TimeoutDelay, ep.name+"-timeout-delay", "how long a timed-out "+ep.name+" answer is held")
+	}
+	durationVar(fs, &f.Processing.Min, "processing-min", "least time before a transaction is decided")
+	durationVar(fs, &f.Processing.Max, "processing-max", "most time before a transaction is decided")
+	fs.Float64Var(&f.Processing.SuccessRate, "success-rate", f.Processing.SuccessRate, "share of transactions that succeed")
+	fs.Float64Var(&f.Callback.DropRate, "callback-drop-rate", 0, "share of callbacks never sent")
+	durationVar(fs, &f.Callback.Delay, "callback-delay", "delay before each callback")
+	fs.Float64Var(&f.Callback.DuplicateRate, "callback-duplicate-rate", 0, "share of callbacks sent twice")
+
+	if err := fs.Parse(args); err != nil {
+		return Config{}, fmt.Errorf("pgsim: %w", err)
+	}
+	if fs.NArg() > 0 {
+		return Config{}, fmt.Errorf("pgsim: unexpected argument %q", fs.Arg(0))
+	}
+	cfg.Seed = uint64(seed)
+	cfg.Secret = []byte(secret)
+	if err := cfg.Faults.Validate(); err != nil {
+		return Config{}, fmt.Errorf("pgsim: %w", err)
+	}
+	return cfg, nil
+}
+
+func envOr(getenv func(string) string, key, fallback string) string {
+	if v := getenv(key); v != "" {
+		return v
+	}
+	return fallback
+}
+
+type durationFlag struct{ d *Duration }
+
+func (f durationFlag) String() string {
+	if f.d == nil {
+		return ""
+	}
+	return time.Duration(*f.d).String()
+}
+
+func (f durationFlag) Set(s string) error {
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		if ms, err2 := strconv.ParseFloat(s, 64); err2 == nil {
+			v = time.Duration(ms * float64(time.Millisecond))
+		} else {
+			return err
+		}
+	}
+	*f.d = Duration(v)
+	return nil
+}
+
+func durationVar(fs *flag.FlagSet, d *Duration, name, usage string) {
+	fs.Var(durationFlag{d}, name, usage)
+}
