@@ -181,7 +181,8 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		if e, ok := s.idem[idemKey]; ok && time.Since(e.createdAt) > s.cfg.IdempotencyTTL {
 			delete(s.idem, idemKey)
 		}
-		if e, ok := s.idem[idemKey]; ok {
+		if found, ok := s.idem[idemKey]; ok {
+			e := *found // the first request may still be filling it in
 			s.mu.Unlock()
 			switch {
 			case e.bodyHash != hash:

@@ -1,0 +1,193 @@
+package gateway_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/payguard/payguard/gateway"
+)
+
+var order = gateway.CreateRequest{OrderID: "o1", Amount: 5000, CardType: "KB", CardNo: "1234-5678-9012-3456", CallbackURL: "http://127.0.0.1:1/cb"}
+
+func client(t *testing.T, base string) *gateway.Client {
+	t.Helper()
+	c, err := gateway.New(gateway.Config{BaseURL: base, ConnectTimeout: 300 * time.Millisecond, ReadTimeout: 300 * time.Millisecond})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	return c
+}
+
+// requireClass checks err belongs to exactly one class.
+func requireClass(t *testing.T, err error, class error) {
+	t.Helper()
+	require.Error(t, err)
+	for _, c := range []error{gateway.ErrUnreachable, gateway.ErrOutcomeUnknown, gateway.ErrRejected} {
+		assert.Equal(t, c == class, errors.Is(err, c), "errors.Is(%v, %v)", err, c)
+	}
+}
+
+func closedPort(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	return addr
+}
+
+func TestRefusedConnectionNeverReachedTheGateway(t *testing.T) {
+	_, err := client(t, "http://"+closedPort(t)).CreatePayment(context.Background(), order, "", "")
+	requireClass(t, err, gateway.ErrUnreachable)
+	var opErr *net.OpError
+	require.ErrorAs(t, err, &opErr, "the transport error stays in the chain")
+	assert.ErrorIs(t, err, syscall.ECONNREFUSED)
+}
+
+func TestDNSFailureNeverReachedTheGateway(t *testing.T) {
+	_, err := client(t, "http://payguard-no-such-host.invalid:8090").Payment(context.Background(), "k")
+	requireClass(t, err, gateway.ErrUnreachable)
+	var dnsErr *net.DNSError
+	assert.ErrorAs(t, err, &dnsErr)
+}
+
+// A listen backlog that is full drops new SYNs, so the dial itself times out.
+func TestDialTimeoutNeverReachedTheGateway(t *testing.T) {
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { syscall.Close(fd) })
+	require.NoError(t, syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}))
+	require.NoError(t, syscall.Listen(fd, 0))
+	sa, err := syscall.Getsockname(fd)
+	require.NoError(t, err)
+	addr := (&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: sa.(*syscall.SockaddrInet4).Port}).String()
+	// Fill the accept queue; nobody ever accepts.
+	var held []net.Conn
+	t.Cleanup(func() {
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err != nil {
+			break
+		}
+		held = append(held, c)
+	}
+	start := time.Now()
+	_, err = client(t, "http://"+addr).CreatePayment(context.Background(), order, "", "")
+	requireClass(t, err, gateway.ErrUnreachable)
+	var netErr net.Error
+	require.ErrorAs(t, err, &netErr)
+	assert.True(t, netErr.Timeout(), "a dial timeout: %v", err)
+	t.Logf("dial timed out after %s", time.Since(start))
+}
+
+func TestTLSHandshakeFailureNeverReachedTheGateway(t *testing.T) {
+	// A plain HTTP server answers the ClientHello with garbage.
+	srv := httptest.NewServer(http.NotFoundHandler())
+	t.Cleanup(srv.Close)
+	_, err := client(t, "https://"+srv.Listener.Addr().String()).CreatePayment(context.Background(), order, "", "")
+	requireClass(t, err, gateway.ErrUnreachable)
+}
+
+func TestSilentListenerIsAReadTimeoutWithUnknownOutcome(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() })
+		}
+	}()
+	start := time.Now()
+	_, err = client(t, "http://"+l.Addr().String()).CreatePayment(context.Background(), order, "", "")
+	requireClass(t, err, gateway.ErrOutcomeUnknown)
+	assert.Less(t, time.Since(start), 3*time.Second, "the read timeout, not a hang")
+}
+
+func TestResetMidResponseIsUnknown(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			r := bufio.NewReader(c)
+			_, _ = http.ReadRequest(r)
+			_, _ = c.Write([]byte("HTTP/1.1 201 Created\r\nContent-Length: 500\r\n\r\n{\"transactionKey\":"))
+			_ = c.(*net.TCPConn).SetLinger(0) // close with RST
+			c.Close()
+		}
+	}()
+	_, err = client(t, "http://"+l.Addr().String()).CreatePayment(context.Background(), order, "", "")
+	requireClass(t, err, gateway.ErrOutcomeUnknown)
+}
+
+func TestAnswersAreClassifiedByStatus(t *testing.T) {
+	cases := []struct {
+		status int
+		body   string
+		class  error
+		code   string
+	}{
+		{500, `{"code":"INTERNAL","message":"boom"}`, gateway.ErrOutcomeUnknown, "INTERNAL"},
+		{503, `service unavailable`, gateway.ErrOutcomeUnknown, ""},
+		{400, `{"code":"BAD_REQUEST","message":"cardNo"}`, gateway.ErrRejected, "BAD_REQUEST"},
+		{404, `{"code":"NOT_FOUND","message":"no"}`, gateway.ErrRejected, "NOT_FOUND"},
+		{201, `not json`, gateway.ErrOutcomeUnknown, ""},
+	}
+	for _, tc := range cases {
+		t.Run(http.StatusText(tc.status), func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(tc.status)
+				_, _ = w.Write([]byte(tc.body))
+			}))
+			t.Cleanup(srv.Close)
+			_, err := client(t, srv.URL).CreatePayment(context.Background(), order, "", "")
+			requireClass(t, err, tc.class)
+			var ge *gateway.Error
+			require.ErrorAs(t, err, &ge)
+			assert.Equal(t, tc.status, ge.StatusCode)
+			assert.Equal(t, tc.code, ge.Code)
+		})
+	}
+}
+
+func TestCreateSendsHeadersAndReadsReplay(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		assert.Equal(t, "u9", r.Header.Get("X-USER-ID"))
+		assert.Equal(t, "key-1", r.Header.Get("Idempotency-Key"))
+		w.Header().Set("Idempotent-Replayed", "true")
+		w.WriteHeader(201)
+		_, _ = w.Write([]byte(`{"transactionKey":"T1","orderId":"o1","status":"PENDING"}`))
+	}))
+	t.Cleanup(srv.Close)
+	got, err := client(t, srv.URL).CreatePayment(context.Background(), order, "u9", "key-1")
+	require.NoError(t, err)
+	assert.Equal(t, gateway.Created{TransactionKey: "T1", OrderID: "o1", Status: "PENDING", Replayed: true}, got)
+}
+
+func TestNewRejectsBadURL(t *testing.T) {
+	for _, u := range []string{"", "127.0.0.1:8090", "ftp://x", "http://"} {
+		_, err := gateway.New(gateway.Config{BaseURL: u})
+		assert.Error(t, err, u)
+	}
+}

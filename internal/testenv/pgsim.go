@@ -1,0 +1,76 @@
+package testenv
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"testing"
+
+	"github.com/payguard/payguard/pgsim/simulator"
+)
+
+// Secret is the callback secret every test service shares.
+const Secret = "test-secret"
+
+// QuietFaults is a gateway that always answers at once and never fails; tests
+// switch on exactly the faults they need.
+func QuietFaults() simulator.Faults {
+	f := simulator.DefaultFaults()
+	f.Latency = simulator.Range{}
+	f.Create.ErrorRate = 0
+	f.Processing = simulator.Processing{Min: 0, Max: 0, SuccessRate: 1}
+	return f
+}
+
+// Pgsim starts an in-process gateway simulator on free loopback ports,
+// closed when the test ends.
+func Pgsim(t testing.TB, faults simulator.Faults) *simulator.Server {
+	t.Helper()
+	s := simulator.New(simulator.Config{
+		Addr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0", Seed: 42, Secret: []byte(Secret),
+		Idempotency: true, Faults: faults, Logger: Logger(t),
+	})
+	if err := s.Start(); err != nil {
+		t.Fatalf("start pgsim: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// Admin sends an admin call and decodes the answer into out (when not nil).
+func Admin(t testing.TB, s *simulator.Server, method, path string, body any, out any) int {
+	t.Helper()
+	var r io.Reader
+	if body != nil {
+		raw, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequest(method, s.AdminURL()+path, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("admin %s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	if out != nil {
+		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+			t.Fatalf("admin %s %s: decode: %v", method, path, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+// PatchFaults merges fault settings, failing the test when refused.
+func PatchFaults(t testing.TB, s *simulator.Server, patch map[string]any) {
+	t.Helper()
+	var out map[string]any
+	if code := Admin(t, s, http.MethodPatch, "/admin/faults", patch, &out); code != http.StatusOK {
+		t.Fatalf("patch faults %v: HTTP %d %v", patch, code, out)
+	}
+}
