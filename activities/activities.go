@@ -1,0 +1,320 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/payguard/payguard/gateway"
+	"github.com/payguard/payguard/status"
+	"github.com/payguard/payguard/store"
+)
+
+// Observer is told of every gateway call; the worker turns it into metrics.
+type Observer interface {
+	GatewayCall(endpoint, outcome string, took time.Duration)
+}
+
+// Gateway call outcome classes, as the metrics label them.
+const (
+	OutcomeOK          = "ok"
+	OutcomeUnreachable = "unreachable"
+	OutcomeUnknown     = "unknown"
+	OutcomeRejected    = "rejected"
+	OutcomeBreakerOpen = "breaker_open"
+)
+
+type nopObserver struct{}
+
+func (nopObserver) GatewayCall(string, string, time.Duration) {}
+
+// Config is how the activities talk to the world.
+type Config struct {
+	CallbackURL string // where the gateway should call back
+	// IdempotencyKeys sends an Idempotency-Key derived from the order id with
+	// every create, for gateways that honour it; retries then widen to
+	// unknown outcomes.
+	IdempotencyKeys bool
+}
+
+// Activities are the payment activities. Build them with New.
+type Activities struct {
+	store   *store.Store
+	gateway *gateway.Client
+	lookups *gobreaker.CircuitBreaker[any]
+	cfg     Config
+	observe Observer
+}
+
+// New builds the activities. observer may be nil.
+func New(s *store.Store, g *gateway.Client, lookups *gobreaker.CircuitBreaker[any], cfg Config, observer Observer) *Activities {
+	if observer == nil {
+		observer = nopObserver{}
+	}
+	return &Activities{store: s, gateway: g, lookups: lookups, cfg: cfg, observe: observer}
+}
+
+// IdempotencyKey is the key every create of an order carries in key mode.
+func IdempotencyKey(orderID string) string { return "payguard-order-" + orderID }
+
+func nonRetryable(kind string, err error, details ...any) error {
+	return temporal.NewNonRetryableApplicationError(err.Error(), kind, err, details...)
+}
+
+func retryable(kind string, err error, details ...any) error {
+	return temporal.NewApplicationErrorWithCause(err.Error(), kind, err, details...)
+}
+
+// storeError gives store refusals their declared types; anything else
+// (a lost connection) stays retryable.
+func storeError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, store.ErrIllegalTransition), errors.Is(err, store.ErrReservationSettled):
+		return nonRetryable(ErrIllegalTransition, err)
+	case errors.Is(err, store.ErrInvalid), errors.Is(err, store.ErrOrderMismatch), errors.Is(err, store.ErrNotFound):
+		return nonRetryable(ErrInvalidOrder, err)
+	}
+	return err
+}
+
+// Reserve opens the order and holds its stock.
+func (a *Activities) Reserve(ctx context.Context, in ReserveInput) (store.Order, error) {
+	o, err := a.store.Reserve(ctx, store.NewOrder{OrderID: in.OrderID, ProductID: in.ProductID, Quantity: in.Quantity,
+		Amount: in.Amount, UserID: in.UserID})
+	switch {
+	case errors.Is(err, store.ErrOutOfStock):
+		return o, nonRetryable(ErrOutOfStock, err)
+	case errors.Is(err, store.ErrUnknownProduct):
+		return o, nonRetryable(ErrUnknownProduct, err)
+	}
+	return o, storeError(err)
+}
+
+// RequestPayment sends the create, following SPEC §1 to the letter.
+func (a *Activities) RequestPayment(ctx context.Context, in RequestInput) (RequestResult, error) {
+	info := activity.GetInfo(ctx)
+	attemptNo := int(info.Attempt)
+	log := activity.GetLogger(ctx)
+	key := ""
+	if a.cfg.IdempotencyKeys {
+		key = IdempotencyKey(in.OrderID)
+	}
+	attempt, err := a.store.BeginAttempt(ctx, in.OrderID, key)
+	if errors.Is(err, store.ErrAttemptInFlight) {
+		if key == "" {
+			log.Warn("earlier create sent and never answered; not sending again", "order_id", in.OrderID)
+			if err := a.store.Advance(ctx, store.Change{OrderID: in.OrderID, Order: status.OrderPending,
+				Payment: status.PaymentUnknown, Cause: "create sent and never answered"}); err != nil {
+				return RequestResult{}, storeError(err)
+			}
+			return RequestResult{}, nonRetryable(ErrGatewayOutcomeUnknown, err, RequestFailure{Attempt: attemptNo, Message: err.Error()})
+		}
+		// With a key the gateway honours, sending again cannot charge twice.
+		attempt, err = a.store.BeginAttempt(ctx, in.OrderID, key)
+	}
+	if err != nil {
+		return RequestResult{}, storeError(err)
+	}
+
+	start := time.Now()
+	created, err := a.gateway.CreatePayment(ctx, gateway.CreateRequest{OrderID: in.OrderID, Amount: in.Amount,
+		CardType: in.CardType, CardNo: in.CardNo, CallbackURL: a.cfg.CallbackURL}, in.UserID, key)
+	took := time.Since(start)
+	failure := RequestFailure{Attempt: attemptNo}
+	var gerr *gateway.Error
+	if errors.As(err, &gerr) {
+		failure.Code, failure.Message = gerr.Code, gerr.Error()
+	}
+	// The answer is recorded on a fresh context: if ours was cancelled while
+	// the request was on the wire, the record matters all the more.
+	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+
+	switch {
+	case err == nil:
+		a.observe.GatewayCall("create", OutcomeOK, took)
+		if err := a.store.FinishAttempt(recordCtx, in.OrderID, attempt.No, store.OutcomeAccepted, created.TransactionKey, ""); err != nil {
+			return RequestResult{}, storeError(err)
+		}
+		if err := a.store.Advance(recordCtx, store.Change{OrderID: in.OrderID, Order: status.OrderPending, Payment: status.PaymentPending,
+			TransactionKey: created.TransactionKey, Cause: fmt.Sprintf("gateway accepted create #%d", attempt.No)}); err != nil {
+			return RequestResult{}, storeError(err)
+		}
+		return RequestResult{TransactionKey: created.TransactionKey, Attempt: attemptNo}, nil
+
+	case errors.Is(err, gateway.ErrUnreachable):
+		a.observe.GatewayCall("create", OutcomeUnreachable, took)
+		log.Warn("gateway unreachable; safe to retry", "order_id", in.OrderID, "attempt", attemptNo, "error", err)
+		if ferr := a.store.FinishAttempt(recordCtx, in.OrderID, attempt.No, store.OutcomeUnreachable, "", err.Error()); ferr != nil {
+			return RequestResult{}, storeError(ferr)
+		}
+		return RequestResult{}, retryable(ErrGatewayUnreachable, err, failure)
+
+	case errors.Is(err, gateway.ErrRejected):
+		a.observe.GatewayCall("create", OutcomeRejected, took)
+		if ferr := a.store.FinishAttempt(recordCtx, in.OrderID, attempt.No, store.OutcomeRejected, "", err.Error()); ferr != nil {
+			return RequestResult{}, storeError(ferr)
+		}
+		if ferr := a.store.Advance(recordCtx, store.Change{OrderID: in.OrderID, Payment: status.PaymentFailed, Reason: failure.Code,
+			Cause: "gateway rejected the create: " + failure.Code}); ferr != nil {
+			return RequestResult{}, storeError(ferr)
+		}
+		return RequestResult{}, nonRetryable(ErrGatewayRejected, err, failure)
+
+	default: // ErrOutcomeUnknown, or anything we cannot prove never left
+		a.observe.GatewayCall("create", OutcomeUnknown, took)
+		log.Warn("create outcome unknown; not retrying blindly", "order_id", in.OrderID, "attempt", attemptNo, "error", err)
+		if ferr := a.store.FinishAttempt(recordCtx, in.OrderID, attempt.No, store.OutcomeUnknown, "", err.Error()); ferr != nil {
+			return RequestResult{}, storeError(ferr)
+		}
+		if ferr := a.store.Advance(recordCtx, store.Change{OrderID: in.OrderID, Order: status.OrderPending, Payment: status.PaymentUnknown,
+			Cause: "create outcome unknown: " + err.Error()}); ferr != nil {
+			return RequestResult{}, storeError(ferr)
+		}
+		if key != "" {
+			return RequestResult{}, retryable(ErrGatewayUnknownKeyed, err, failure)
+		}
+		return RequestResult{}, nonRetryable(ErrGatewayOutcomeUnknown, err, failure)
+	}
+}
+
+// LookupPayment asks the gateway what it knows, through the breaker.
+func (a *Activities) LookupPayment(ctx context.Context, in LookupInput) (LookupResult, error) {
+	endpoint := "lookup"
+	if in.TransactionKey == "" {
+		endpoint = "lookup-by-order"
+	}
+	start := time.Now()
+	res, err := a.lookups.Execute(func() (any, error) {
+		if in.TransactionKey != "" {
+			tx, err := a.gateway.Payment(ctx, in.TransactionKey)
+			return LookupResult{Transactions: []gateway.Transaction{tx}}, err
+		}
+		txs, err := a.gateway.PaymentsByOrder(ctx, in.OrderID)
+		return LookupResult{Transactions: txs.Transactions}, err
+	})
+	took := time.Since(start)
+	switch {
+	case errors.Is(err, gobreaker.ErrOpenState), errors.Is(err, gobreaker.ErrTooManyRequests):
+		a.observe.GatewayCall(endpoint, OutcomeBreakerOpen, took)
+		return LookupResult{}, temporal.NewApplicationErrorWithOptions("lookup unavailable: "+err.Error(), ErrLookupUnavailable,
+			temporal.ApplicationErrorOptions{NonRetryable: true, Category: temporal.ApplicationErrorCategoryBenign})
+	case err == nil:
+		a.observe.GatewayCall(endpoint, OutcomeOK, took)
+		return res.(LookupResult), nil
+	case gateway.IsNotFound(err):
+		// The gateway has no such transaction: a definite, empty answer.
+		a.observe.GatewayCall(endpoint, OutcomeRejected, took)
+		return LookupResult{Transactions: []gateway.Transaction{}}, nil
+	case errors.Is(err, gateway.ErrRejected):
+		a.observe.GatewayCall(endpoint, OutcomeRejected, took)
+		return LookupResult{}, nonRetryable(ErrGatewayRejected, err)
+	case errors.Is(err, gateway.ErrUnreachable):
+		a.observe.GatewayCall(endpoint, OutcomeUnreachable, took)
+	default:
+		a.observe.GatewayCall(endpoint, OutcomeUnknown, took)
+	}
+	return LookupResult{}, retryable(ErrLookupFailed, err)
+}
+
+// CancelPayments cancels the order's transactions at the gateway. It fails
+// (and is retried) until every cancel is acknowledged.
+func (a *Activities) CancelPayments(ctx context.Context, in CancelInput) (CancelResult, error) {
+	keys := append([]string(nil), in.TransactionKeys...)
+	if in.SearchByOrder {
+		start := time.Now()
+		found, err := a.gateway.PaymentsByOrder(ctx, in.OrderID)
+		a.observe.GatewayCall("lookup-by-order", outcomeOf(err), time.Since(start))
+		if err != nil {
+			return CancelResult{}, retryable(ErrLookupFailed, err)
+		}
+		for _, tx := range found.Transactions {
+			if !contains(keys, tx.TransactionKey) {
+				keys = append(keys, tx.TransactionKey)
+			}
+		}
+	}
+	out := CancelResult{Transactions: []gateway.Transaction{}}
+	for _, key := range keys {
+		before, err := a.gateway.Payment(ctx, key)
+		if err != nil && !gateway.IsNotFound(err) {
+			return CancelResult{}, retryable(ErrLookupFailed, err)
+		}
+		start := time.Now()
+		tx, err := a.gateway.Cancel(ctx, key)
+		a.observe.GatewayCall("cancel", outcomeOf(err), time.Since(start))
+		if gateway.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return CancelResult{}, retryable("CancelFailed", err)
+		}
+		if before.Status == gateway.StatusSuccess || tx.Reason == "REFUNDED" {
+			out.Refunded++
+		}
+		out.Transactions = append(out.Transactions, tx)
+		activity.GetLogger(ctx).Info("cancelled at gateway", "order_id", in.OrderID, "transaction_key", key, "status", tx.Status, "reason", tx.Reason)
+	}
+	return out, nil
+}
+
+func outcomeOf(err error) string {
+	switch {
+	case err == nil:
+		return OutcomeOK
+	case errors.Is(err, gateway.ErrUnreachable):
+		return OutcomeUnreachable
+	case errors.Is(err, gateway.ErrRejected):
+		return OutcomeRejected
+	}
+	return OutcomeUnknown
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Settle records a step of the order's life: statuses and reservation
+// together (store.Advance).
+func (a *Activities) Settle(ctx context.Context, in SettleInput) error {
+	return storeError(a.store.Advance(ctx, store.Change{OrderID: in.OrderID, Order: in.Order, Payment: in.Payment,
+		TransactionKey: in.TransactionKey, Reason: in.Reason, Reservation: in.Reservation, Cause: in.Cause}))
+}
+
+// CancelOrder is the database half of compensation: release the stock if it
+// is held, close the payment, order CANCELLED. An order that never made it
+// into the database (cancelled while reserving) needs nothing.
+func (a *Activities) CancelOrder(ctx context.Context, in SettleInput) error {
+	change := store.Change{OrderID: in.OrderID, Order: status.OrderCancelled, Payment: in.Payment, Reason: in.Reason,
+		Reservation: store.ReleaseReservation, Cause: in.Cause}
+	err := a.store.Advance(ctx, change)
+	if errors.Is(err, store.ErrNoReservation) {
+		change.Reservation = store.KeepReservation
+		err = a.store.Advance(ctx, change)
+	}
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	return storeError(err)
+}
+
+// RecordEvent appends to the order's event log.
+func (a *Activities) RecordEvent(ctx context.Context, in EventInput) error {
+	err := a.store.RecordEvent(ctx, store.Event{OrderID: in.OrderID, Kind: in.Kind, Cause: in.Cause, Detail: in.Detail})
+	if errors.Is(err, store.ErrInvalid) {
+		return nonRetryable(ErrInvalidOrder, err)
+	}
+	return err
+}

@@ -1,0 +1,114 @@
+// Package activities holds every side effect of a payment: stock in
+// PostgreSQL, calls to the gateway, and the event log.
+//
+// The retry rule (SPEC §1) is decided here, because only the activity sees
+// how a create failed. It returns a retryable GatewayUnreachable error only
+// when the gateway provably never received the request; a create that may
+// have reached it comes back as the non-retryable GatewayOutcomeUnknown, and
+// a 4xx as GatewayRejected. Before sending, the create is recorded in
+// Postgres: a retry that finds an earlier create sent and unanswered (its
+// worker died) does not send again but reports the outcome unknown.
+//
+// Status lookups go through a circuit breaker held by the worker process. An
+// open breaker is LookupUnavailable — "we cannot look right now" — which the
+// workflow treats as no news, never as a failed payment.
+package activities
+
+import (
+	"github.com/payguard/payguard/gateway"
+	"github.com/payguard/payguard/status"
+)
+
+// Error types that cross the activity boundary. Workflows match these
+// strings, never Go type names.
+const (
+	ErrGatewayUnreachable    = "GatewayUnreachable"    // retryable: the gateway never saw the request
+	ErrGatewayOutcomeUnknown = "GatewayOutcomeUnknown" // not retryable: it may be charging right now
+	// ErrGatewayUnknownKeyed is an unknown outcome of a create that carried an
+	// idempotency key the gateway honours: retrying it is safe.
+	ErrGatewayUnknownKeyed = "GatewayOutcomeUnknownKeyed"
+	ErrGatewayRejected     = "GatewayRejected"   // not retryable: a definitive 4xx
+	ErrLookupUnavailable   = "LookupUnavailable" // benign: the lookup breaker is open
+	ErrLookupFailed        = "LookupFailed"      // retryable: a lookup got no definitive answer
+	ErrOutOfStock          = "OutOfStock"
+	ErrUnknownProduct      = "UnknownProduct"
+	ErrInvalidOrder        = "InvalidOrder"
+	ErrIllegalTransition   = "IllegalTransition"
+)
+
+// ReserveInput opens an order and holds its stock.
+type ReserveInput struct {
+	OrderID   string `json:"orderId"`
+	ProductID string `json:"productId"`
+	Quantity  int64  `json:"quantity"`
+	Amount    int64  `json:"amount"`
+	UserID    string `json:"userId"`
+}
+
+// RequestInput asks the gateway to charge the order.
+type RequestInput struct {
+	OrderID  string `json:"orderId"`
+	Amount   int64  `json:"amount"`
+	UserID   string `json:"userId"`
+	CardType string `json:"cardType"`
+	CardNo   string `json:"cardNo"`
+}
+
+// RequestResult is an accepted create.
+type RequestResult struct {
+	TransactionKey string `json:"transactionKey"`
+	Attempt        int    `json:"attempt"` // the Temporal attempt that got through
+}
+
+// RequestFailure is the detail of a failed create's error.
+type RequestFailure struct {
+	Attempt int    `json:"attempt"`
+	Code    string `json:"code,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// LookupInput asks what the gateway knows: by transaction key when known,
+// otherwise by order id.
+type LookupInput struct {
+	OrderID        string `json:"orderId"`
+	TransactionKey string `json:"transactionKey,omitempty"`
+}
+
+// LookupResult lists the order's transactions at the gateway.
+type LookupResult struct {
+	Transactions []gateway.Transaction `json:"transactions"`
+}
+
+// CancelInput cancels an order's transactions at the gateway.
+type CancelInput struct {
+	OrderID         string   `json:"orderId"`
+	TransactionKeys []string `json:"transactionKeys,omitempty"`
+	// SearchByOrder also cancels transactions the workflow never learned of,
+	// found by order id: needed after an unknown create outcome.
+	SearchByOrder bool `json:"searchByOrder,omitempty"`
+}
+
+// CancelResult is what each cancel left behind.
+type CancelResult struct {
+	Transactions []gateway.Transaction `json:"transactions"`
+	Refunded     int                   `json:"refunded"` // SUCCESS charges that the cancel refunded
+}
+
+// SettleInput moves an order, its payment and its reservation together.
+type SettleInput struct {
+	OrderID        string         `json:"orderId"`
+	Order          status.Order   `json:"order,omitempty"`
+	Payment        status.Payment `json:"payment,omitempty"`
+	TransactionKey string         `json:"transactionKey,omitempty"`
+	Reason         string         `json:"reason,omitempty"`
+	Reservation    string         `json:"reservation,omitempty"` // "", "COMMITTED" or "RELEASED"
+	Cause          string         `json:"cause"`
+}
+
+// EventInput records an anomaly or a note in the order's event log.
+type EventInput struct {
+	OrderID string         `json:"orderId"`
+	Kind    string         `json:"kind"`
+	Cause   string         `json:"cause"`
+	Detail  map[string]any `json:"detail,omitempty"`
+}

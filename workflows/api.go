@@ -1,0 +1,97 @@
+package workflows
+
+import (
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/payguard/payguard/status"
+)
+
+// Names other processes rely on (SPEC §2).
+const (
+	TaskQueue           = "payments"
+	PaymentWorkflowName = "PaymentWorkflow"
+	RefundWorkflowName  = "RefundWorkflow"
+	CallbackSignal      = "gateway-callback"
+	StateQuery          = "state"
+	DefaultDeadline     = 10 * time.Minute
+)
+
+// Search attributes the workflow keeps current, so the UI can filter orders
+// by where they stand. The dev server must have them registered.
+var (
+	OrderStatusKey   = temporal.NewSearchAttributeKeyKeyword("OrderStatus")
+	PaymentStatusKey = temporal.NewSearchAttributeKeyKeyword("PaymentStatus")
+)
+
+// PaymentWorkflowID is the id of an order's workflow: one order, one id, so a
+// second start of the same order can never start a second payment.
+func PaymentWorkflowID(orderID string) string { return "order-" + orderID }
+
+// RefundWorkflowID names the refund of one late charge.
+func RefundWorkflowID(orderID, transactionKey string) string {
+	return "refund-" + orderID + "-" + transactionKey
+}
+
+// PaymentInput is an order to pay for. Amount is in minor units.
+type PaymentInput struct {
+	OrderID   string        `json:"orderId"`
+	ProductID string        `json:"productId"`
+	Quantity  int64         `json:"quantity"`
+	Amount    int64         `json:"amount"`
+	UserID    string        `json:"userId"`
+	CardType  string        `json:"cardType"`
+	CardNo    string        `json:"cardNo"`
+	Deadline  time.Duration `json:"deadline"` // from the start; DefaultDeadline when zero
+}
+
+// Lookup is the outcome of the latest status lookup.
+type Lookup struct {
+	At     time.Time `json:"at"`
+	Result string    `json:"result"` // a gateway status, NOT_FOUND, UNAVAILABLE (breaker open) or ERROR
+	Detail string    `json:"detail,omitempty"`
+}
+
+// State is what the `state` query answers and what the workflow returns.
+type State struct {
+	OrderID        string         `json:"orderId"`
+	Status         status.Order   `json:"status"`
+	PaymentStatus  status.Payment `json:"paymentStatus"`
+	TransactionKey string         `json:"transactionKey"`
+	Attempts       int            `json:"attempts"`
+	LastLookup     *Lookup        `json:"lastLookup"`
+	Deadline       time.Time      `json:"deadline"`
+	Reason         string         `json:"reason,omitempty"`
+	Anomalies      int            `json:"anomalies"`
+}
+
+// RefundInput refunds a charge that landed after its order gave up.
+type RefundInput struct {
+	OrderID        string `json:"orderId"`
+	TransactionKey string `json:"transactionKey"`
+	Amount         int64  `json:"amount"`
+	Cause          string `json:"cause"`
+	// MarkPayment sets the order's payment REFUNDED; false when the order is
+	// CONFIRMED by another charge, which must keep its SUCCESS.
+	MarkPayment bool `json:"markPayment"`
+}
+
+// Tuning are the worker's settings that shape the workflow (SPEC §6). The
+// workflow reads them once through a side effect, so a worker restarted with
+// other flags still replays the histories it already has.
+type Tuning struct {
+	RequestAttempts int           `json:"requestAttempts"` // creates per order, re-sends included
+	RequestTimeout  time.Duration `json:"requestTimeout"`  // StartToClose of one create: above the HTTP timeouts
+	LookupTimeout   time.Duration `json:"lookupTimeout"`
+	UnknownGrace    time.Duration `json:"unknownGrace"` // no transaction this long after an unknown create: re-send
+	PollInitial     time.Duration `json:"pollInitial"`
+	PollMax         time.Duration `json:"pollMax"`
+}
+
+// DefaultTuning matches the worker's flag defaults: 1 s connect + 3 s read
+// timeouts, so one create needs at most ~4 s.
+func DefaultTuning() Tuning {
+	return Tuning{RequestAttempts: 3, RequestTimeout: 10 * time.Second, LookupTimeout: 10 * time.Second,
+		UnknownGrace: 10 * time.Second, PollInitial: 5 * time.Second, PollMax: time.Minute}
+}

@@ -1,0 +1,52 @@
+package workflows
+
+import (
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/payguard/payguard/activities"
+	"github.com/payguard/payguard/status"
+	"github.com/payguard/payguard/store"
+)
+
+// Refund is RefundWorkflow: it cancels (refunds) one charge that arrived
+// after its order had already ended, retrying until the gateway agrees. A
+// SUCCESS is never silently dropped (SPEC §2.6).
+func (w *Workflows) Refund(ctx workflow.Context, in RefundInput) (activities.CancelResult, error) {
+	if in.OrderID == "" || in.TransactionKey == "" {
+		return activities.CancelResult{}, temporal.NewNonRetryableApplicationError("refund needs an order id and a transaction key",
+			activities.ErrInvalidOrder, nil)
+	}
+	gatewayCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute},
+		Summary:             fmt.Sprintf("Refund late charge %s of %d for order %s", in.TransactionKey, in.Amount, in.OrderID),
+	})
+	var res activities.CancelResult
+	if err := workflow.ExecuteActivity(gatewayCtx, a.CancelPayments,
+		activities.CancelInput{OrderID: in.OrderID, TransactionKeys: []string{in.TransactionKey}}).Get(ctx, &res); err != nil {
+		return res, err
+	}
+	storeCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 15 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 500 * time.Millisecond, MaximumInterval: 30 * time.Second,
+			NonRetryableErrorTypes: []string{activities.ErrIllegalTransition, activities.ErrInvalidOrder}},
+		Summary: fmt.Sprintf("Record refund of %s for order %s", in.TransactionKey, in.OrderID),
+	})
+	if err := workflow.ExecuteActivity(storeCtx, a.RecordEvent, activities.EventInput{OrderID: in.OrderID, Kind: store.KindAnomaly,
+		Cause: "late charge refunded: " + in.Cause, Detail: map[string]any{"transaction_key": in.TransactionKey, "refunded": res.Refunded}}).
+		Get(ctx, nil); err != nil {
+		return res, err
+	}
+	if in.MarkPayment {
+		err := workflow.ExecuteActivity(storeCtx, a.Settle, activities.SettleInput{OrderID: in.OrderID, Payment: status.PaymentRefunded,
+			Cause: "late charge refunded"}).Get(ctx, nil)
+		if err != nil && !isType(err, activities.ErrIllegalTransition) {
+			return res, err
+		}
+	}
+	return res, nil
+}
