@@ -120,13 +120,14 @@ func (c *Client) Cancel(ctx context.Context, transactionKey string) (Transaction
 // ever obtained is what separates "never reached" from "outcome unknown":
 // httptrace tells us, whatever the error's wording.
 func (c *Client) do(ctx context.Context, op, method, path string, headers http.Header, body []byte, out any) (*http.Response, error) {
-	// The transport may retry internally on a fresh connection (a stale
-	// keep-alive), so "connected" is per try, while a write on any try counts.
-	var connected, wrote atomic.Bool
+	// The transport retries by itself on a fresh connection when a kept-alive
+	// one turns out dead — for a POST without Idempotency-Key only when
+	// nothing of it was written — so what counts is the last try: did it
+	// ever get a connection?
+	var connected atomic.Bool
 	trace := &httptrace.ClientTrace{
-		GetConn:      func(string) { connected.Store(false) },
-		GotConn:      func(httptrace.GotConnInfo) { connected.Store(true) },
-		WroteHeaders: func() { wrote.Store(true) },
+		GetConn: func(string) { connected.Store(false) },
+		GotConn: func(httptrace.GotConnInfo) { connected.Store(true) },
 	}
 	ctx = httptrace.WithClientTrace(ctx, trace)
 	var reader io.Reader
@@ -145,7 +146,7 @@ func (c *Client) do(ctx context.Context, op, method, path string, headers http.H
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		if !connected.Load() && !wrote.Load() {
+		if !connected.Load() {
 			return nil, &Error{Class: ErrUnreachable, Op: op, Err: err}
 		}
 		return nil, &Error{Class: ErrOutcomeUnknown, Op: op, Err: err}

@@ -115,13 +115,18 @@ type OrderStats struct {
 // Stats is the body of /admin/stats: what the gateway saw, per order.
 type Stats struct {
 	Orders map[string]OrderStats `json:"orders"`
+	// Requests counts every request received per endpoint (create, lookup, cancel).
+	Requests map[string]int `json:"requests"`
 }
 
 // Stats returns the per-order counters.
 func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := Stats{Orders: map[string]OrderStats{}}
+	out := Stats{Orders: map[string]OrderStats{}, Requests: map[string]int{"create": 0, "lookup": 0, "cancel": 0}}
+	for k, v := range s.calls {
+		out.Requests[k] = v
+	}
 	for id, st := range s.orders {
 		os := OrderStats{CreateRequests: st.createRequests, Transactions: slices.Clone(st.keys)}
 		if os.Transactions == nil {
@@ -153,6 +158,7 @@ func (s *Server) handleReset(w http.ResponseWriter, _ *http.Request) {
 	s.txs = map[string]*transaction{}
 	s.orders = map[string]*orderStats{}
 	s.idem = map[string]*idemEntry{}
+	s.calls = map[string]int{}
 	if err := s.setDown(s.cfg.Faults.Down); err != nil {
 		writeError(w, http.StatusInternalServerError, "LISTENER", err.Error())
 		return

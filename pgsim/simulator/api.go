@@ -24,14 +24,24 @@ var cardNoPattern = regexp.MustCompile(`^\d{4}-\d{4}-\d{4}-\d{4}$`)
 
 func (s *Server) gatewayHandler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /api/v1/payments", s.handleCreate)
-	mux.HandleFunc("GET /api/v1/payments", s.handleLookupByOrder)
-	mux.HandleFunc("GET /api/v1/payments/{key}", s.handleLookup)
-	mux.HandleFunc("POST /api/v1/payments/{key}/cancel", s.handleCancel)
+	mux.HandleFunc("POST /api/v1/payments", s.counted("create", s.handleCreate))
+	mux.HandleFunc("GET /api/v1/payments", s.counted("lookup", s.handleLookupByOrder))
+	mux.HandleFunc("GET /api/v1/payments/{key}", s.counted("lookup", s.handleLookup))
+	mux.HandleFunc("POST /api/v1/payments/{key}/cancel", s.counted("cancel", s.handleCancel))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "NOT_FOUND", fmt.Sprintf("no route %s %s", r.Method, r.URL.Path))
 	})
 	return mux
+}
+
+// counted counts every request an endpoint receives, whatever its answer.
+func (s *Server) counted(endpoint string, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.calls[endpoint]++
+		s.mu.Unlock()
+		h(w, r)
+	}
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

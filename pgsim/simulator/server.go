@@ -40,7 +40,8 @@ type Server struct {
 	txs     map[string]*transaction
 	orders  map[string]*orderStats
 	idem    map[string]*idemEntry
-	gateway *http.Server // nil while down
+	calls   map[string]int // requests received per endpoint
+	gateway *http.Server   // nil while down
 
 	gatewayAddr string // fixed at Start, so down/up reopens the same port
 	adminAddr   string
@@ -96,6 +97,7 @@ func New(cfg Config) *Server {
 		txs:      map[string]*transaction{},
 		orders:   map[string]*orderStats{},
 		idem:     map[string]*idemEntry{},
+		calls:    map[string]int{},
 		ctx:      ctx,
 		cancel:   cancel,
 		callback: &http.Client{Timeout: 5 * time.Second},

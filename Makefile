@@ -1,0 +1,58 @@
+# payguard's developer entry points. `make demo` runs the main job,
+# `make ci` runs every check and test (the README's test command).
+
+SHELL := /bin/bash
+export GOTOOLCHAIN := local
+BIN := $(CURDIR)/bin
+
+TEMPORAL_CLI_VERSION := v1.5.1
+STATICCHECK_VERSION  := v0.8.2
+WORKFLOWCHECK_VERSION := v0.6.0
+
+TEMPORAL      := $(BIN)/temporal
+STATICCHECK   := $(BIN)/staticcheck
+WORKFLOWCHECK := $(BIN)/workflowcheck
+
+.PHONY: help tools postgres check fmt-check vet staticcheck workflowcheck test ci build demo dev-server
+
+help:
+	@echo "make demo   - the outage demo on the real stack (see README)"
+	@echo "make ci     - formatting, vet, staticcheck, workflowcheck and all tests"
+	@echo "make build  - build pgsim, worker and starter into bin/"
+
+$(TEMPORAL):
+	@echo "Building the temporal CLI $(TEMPORAL_CLI_VERSION) (first time: 2-3 minutes)..."
+	GOBIN=$(BIN) go install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_CLI_VERSION)
+
+$(STATICCHECK):
+	GOBIN=$(BIN) go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+$(WORKFLOWCHECK):
+	GOBIN=$(BIN) go install go.temporal.io/sdk/contrib/tools/workflowcheck@$(WORKFLOWCHECK_VERSION)
+
+tools: $(TEMPORAL) $(STATICCHECK) $(WORKFLOWCHECK)
+
+postgres:
+	@scripts/ensure-postgres.sh
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+vet:
+	go vet ./...
+
+staticcheck: $(STATICCHECK)
+	$(STATICCHECK) ./...
+
+workflowcheck: $(WORKFLOWCHECK)
+	$(WORKFLOWCHECK) ./workflows/...
+
+check: fmt-check vet staticcheck workflowcheck
+
+test: $(TEMPORAL) postgres
+	PAYGUARD_TEMPORAL_CLI=$(TEMPORAL) go test -race -count=1 -timeout 20m ./...
+
+ci: tools postgres check test
+
+build:
+	go build -o $(BIN)/ ./pgsim ./worker ./starter

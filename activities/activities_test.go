@@ -1,0 +1,343 @@
+package activities_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/payguard/payguard/activities"
+	"github.com/payguard/payguard/gateway"
+	"github.com/payguard/payguard/internal/testenv"
+	"github.com/payguard/payguard/pgsim/simulator"
+	"github.com/payguard/payguard/status"
+	"github.com/payguard/payguard/store"
+)
+
+// rig is one set of real components: a fresh database, an in-process pgsim,
+// a gateway client and the activities over them.
+type rig struct {
+	store   *store.Store
+	sim     *simulator.Server
+	acts    *activities.Activities
+	breaker *gobreaker.CircuitBreaker[any]
+	env     *testsuite.TestActivityEnvironment
+
+	mu      sync.Mutex
+	changes []string
+	calls   map[string]int
+}
+
+type observer struct{ r *rig }
+
+func (o observer) GatewayCall(endpoint, outcome string, _ time.Duration) {
+	o.r.mu.Lock()
+	defer o.r.mu.Unlock()
+	o.r.calls[endpoint+"/"+outcome]++
+}
+
+func newRig(t *testing.T, faults simulator.Faults, breaker activities.BreakerSettings, idempotencyKeys bool) *rig {
+	t.Helper()
+	r := &rig{store: testenv.Store(t), sim: testenv.Pgsim(t, faults), calls: map[string]int{}}
+	client, err := gateway.New(gateway.Config{BaseURL: r.sim.GatewayURL(), ConnectTimeout: 300 * time.Millisecond, ReadTimeout: 300 * time.Millisecond})
+	require.NoError(t, err)
+	t.Cleanup(client.Close)
+	r.breaker = activities.NewLookupBreaker(breaker, func(_ string, from, to gobreaker.State) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.changes = append(r.changes, from.String()+">"+to.String())
+	})
+	r.acts = activities.New(r.store, client, r.breaker, activities.Config{CallbackURL: "http://127.0.0.1:1/callbacks/gateway",
+		IdempotencyKeys: idempotencyKeys}, observer{r})
+	var suite testsuite.WorkflowTestSuite
+	r.env = suite.NewTestActivityEnvironment()
+	r.env.RegisterActivity(r.acts)
+	ctx := context.Background()
+	_, err = r.store.SetStock(ctx, "P1", 5)
+	require.NoError(t, err)
+	return r
+}
+
+func (r *rig) reserve(t *testing.T, orderID string) {
+	_, err := r.env.ExecuteActivity(r.acts.Reserve, activities.ReserveInput{OrderID: orderID, ProductID: "P1", Quantity: 2, Amount: 5000, UserID: "u1"})
+	require.NoError(t, err)
+}
+
+func request(orderID string) activities.RequestInput {
+	return activities.RequestInput{OrderID: orderID, Amount: 5000, UserID: "u1", CardType: "SAMSUNG", CardNo: "1234-5678-9814-1451"}
+}
+
+// appError returns the activity error's type and whether it is retryable.
+func appError(t *testing.T, err error) (string, bool) {
+	t.Helper()
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	return appErr.Type(), !appErr.NonRetryable()
+}
+
+func (r *rig) payment(t *testing.T, orderID string) store.Order {
+	o, err := r.store.GetOrder(context.Background(), orderID)
+	require.NoError(t, err)
+	return o
+}
+
+func (r *rig) attempts(t *testing.T, orderID string) []store.Attempt {
+	list, err := r.store.Attempts(context.Background(), orderID)
+	require.NoError(t, err)
+	return list
+}
+
+func quiet() simulator.Faults {
+	f := testenv.QuietFaults()
+	f.Processing.Min, f.Processing.Max = simulator.Duration(time.Hour), simulator.Duration(time.Hour)
+	return f
+}
+
+func TestRequestAccepted(t *testing.T) {
+	r := newRig(t, quiet(), activities.DefaultBreakerSettings(), false)
+	r.reserve(t, "o1")
+	v, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("o1"))
+	require.NoError(t, err)
+	var res activities.RequestResult
+	require.NoError(t, v.Get(&res))
+	assert.NotEmpty(t, res.TransactionKey)
+	o := r.payment(t, "o1")
+	assert.Equal(t, status.OrderPending, o.Status)
+	assert.Equal(t, status.PaymentPending, o.PaymentStatus)
+	assert.Equal(t, res.TransactionKey, o.TransactionKey)
+	assert.Equal(t, store.OutcomeAccepted, r.attempts(t, "o1")[0].Outcome)
+	assert.Equal(t, 1, r.sim.Stats().Orders["o1"].CreateRequests)
+}
+
+func TestRequestWhenGatewayDownIsRetryableUnreachable(t *testing.T) {
+	f := quiet()
+	f.Down = true
+	r := newRig(t, f, activities.DefaultBreakerSettings(), false)
+	r.reserve(t, "o1")
+	_, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("o1"))
+	kind, retry := appError(t, err)
+	assert.Equal(t, activities.ErrGatewayUnreachable, kind)
+	assert.True(t, retry, "the gateway never saw it: safe to retry")
+	assert.Equal(t, store.OutcomeUnreachable, r.attempts(t, "o1")[0].Outcome)
+	assert.Equal(t, status.PaymentRequested, r.payment(t, "o1").PaymentStatus)
+	assert.Zero(t, r.sim.Stats().Requests["create"])
+	assert.Equal(t, 1, r.calls["create/unreachable"])
+}
+
+func TestRequestReadTimeoutIsUnknownAndNotRetryable(t *testing.T) {
+	f := quiet()
+	f.Create.TimeoutRate = 1
+	f.Create.TimeoutDelay = simulator.Duration(5 * time.Second)
+	r := newRig(t, f, activities.DefaultBreakerSettings(), false)
+	r.reserve(t, "o1")
+	_, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("o1"))
+	kind, retry := appError(t, err)
+	assert.Equal(t, activities.ErrGatewayOutcomeUnknown, kind)
+	assert.False(t, retry, "the gateway may be charging: a retry could charge twice")
+	assert.Len(t, r.sim.Stats().Orders["o1"].Transactions, 1, "the gateway did take it")
+	o := r.payment(t, "o1")
+	assert.Equal(t, status.PaymentUnknown, o.PaymentStatus)
+	assert.Equal(t, status.OrderPending, o.Status)
+}
+
+func TestRequestServerErrorIsUnknownAndNotRetryable(t *testing.T) {
+	f := quiet()
+	f.Create.ErrorRate = 1
+	r := newRig(t, f, activities.DefaultBreakerSettings(), false)
+	r.reserve(t, "o1")
+	_, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("o1"))
+	kind, retry := appError(t, err)
+	assert.Equal(t, activities.ErrGatewayOutcomeUnknown, kind)
+	assert.False(t, retry)
+	assert.Equal(t, 1, r.calls["create/unknown"])
+}
+
+func TestRequestRejectedIsFailedAndNotRetryable(t *testing.T) {
+	r := newRig(t, quiet(), activities.DefaultBreakerSettings(), false)
+	r.reserve(t, "o1")
+	in := request("o1")
+	in.CardNo = "not-a-card"
+	_, err := r.env.ExecuteActivity(r.acts.RequestPayment, in)
+	kind, retry := appError(t, err)
+	assert.Equal(t, activities.ErrGatewayRejected, kind)
+	assert.False(t, retry)
+	o := r.payment(t, "o1")
+	assert.Equal(t, status.PaymentFailed, o.PaymentStatus)
+	assert.Equal(t, "BAD_REQUEST", o.PaymentReason)
+}
+
+func TestIdempotencyKeyModeRetriesTimeoutsSafely(t *testing.T) {
+	f := quiet()
+	f.Create.TimeoutRate = 1
+	f.Create.TimeoutDelay = simulator.Duration(5 * time.Second)
+	r := newRig(t, f, activities.DefaultBreakerSettings(), true)
+	r.reserve(t, "o1")
+	_, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("o1"))
+	kind, retry := appError(t, err)
+	assert.Equal(t, activities.ErrGatewayUnknownKeyed, kind)
+	assert.True(t, retry, "the key makes the retry safe")
+
+	testenv.PatchFaults(t, r.sim, map[string]any{"create": map[string]any{"timeoutRate": 0}})
+	v, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("o1"))
+	require.NoError(t, err)
+	var res activities.RequestResult
+	require.NoError(t, v.Get(&res))
+	st := r.sim.Stats().Orders["o1"]
+	assert.Equal(t, 2, st.CreateRequests)
+	assert.Equal(t, []string{res.TransactionKey}, st.Transactions, "the retry was answered from the gateway's idempotency store")
+	for _, a := range r.attempts(t, "o1") {
+		assert.Equal(t, activities.IdempotencyKey("o1"), a.IdempotencyKey)
+	}
+}
+
+func TestCreateSentAndNeverAnsweredIsNotSentAgain(t *testing.T) {
+	r := newRig(t, quiet(), activities.DefaultBreakerSettings(), false)
+	r.reserve(t, "o1")
+	// A worker began attempt 1 and died before recording the answer.
+	_, err := r.store.BeginAttempt(context.Background(), "o1", "")
+	require.NoError(t, err)
+	_, err = r.env.ExecuteActivity(r.acts.RequestPayment, request("o1"))
+	kind, retry := appError(t, err)
+	assert.Equal(t, activities.ErrGatewayOutcomeUnknown, kind)
+	assert.False(t, retry)
+	assert.Zero(t, r.sim.Stats().Requests["create"], "no second create went out")
+	assert.Equal(t, status.PaymentUnknown, r.payment(t, "o1").PaymentStatus)
+}
+
+func TestLookupBreakerOpensFailsFastAndClosesThroughHalfOpen(t *testing.T) {
+	f := quiet()
+	r := newRig(t, f, activities.BreakerSettings{Window: 10 * time.Second, MinCalls: 5, FailureRate: 0.5,
+		OpenFor: 300 * time.Millisecond, HalfOpenCalls: 3}, false)
+	r.reserve(t, "o1")
+	v, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("o1"))
+	require.NoError(t, err)
+	var created activities.RequestResult
+	require.NoError(t, v.Get(&created))
+	lookup := activities.LookupInput{OrderID: "o1", TransactionKey: created.TransactionKey}
+
+	testenv.PatchFaults(t, r.sim, map[string]any{"lookup": map[string]any{"errorRate": 1, "errorStatus": 503}})
+	for range 5 {
+		_, err := r.env.ExecuteActivity(r.acts.LookupPayment, lookup)
+		kind, retry := appError(t, err)
+		assert.Equal(t, activities.ErrLookupFailed, kind)
+		assert.True(t, retry)
+	}
+	assert.Equal(t, gobreaker.StateOpen, r.breaker.State())
+	before := r.sim.Stats().Requests["lookup"]
+	for range 10 {
+		_, err := r.env.ExecuteActivity(r.acts.LookupPayment, lookup)
+		kind, _ := appError(t, err)
+		assert.Equal(t, activities.ErrLookupUnavailable, kind)
+		var appErr *temporal.ApplicationError
+		require.ErrorAs(t, err, &appErr)
+		assert.Equal(t, temporal.ApplicationErrorCategoryBenign, appErr.Category())
+	}
+	assert.Equal(t, before, r.sim.Stats().Requests["lookup"], "an open breaker does not touch the network")
+	assert.Equal(t, status.PaymentPending, r.payment(t, "o1").PaymentStatus, "lookup unavailable is not payment failed")
+
+	testenv.PatchFaults(t, r.sim, map[string]any{"lookup": map[string]any{"errorRate": 0}})
+	deadline := time.Now().Add(5 * time.Second)
+	for r.breaker.State() == gobreaker.StateOpen && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond) // the breaker's own clock: nothing to poll but its state
+	}
+	require.Equal(t, gobreaker.StateHalfOpen, r.breaker.State())
+	for range 3 {
+		v, err := r.env.ExecuteActivity(r.acts.LookupPayment, lookup)
+		require.NoError(t, err)
+		var res activities.LookupResult
+		require.NoError(t, v.Get(&res))
+		assert.Equal(t, gateway.StatusPending, res.Transactions[0].Status)
+	}
+	assert.Equal(t, gobreaker.StateClosed, r.breaker.State())
+	assert.Equal(t, []string{"closed>open", "open>half-open", "half-open>closed"}, r.changes)
+	assert.Equal(t, 10, r.calls["lookup/breaker_open"])
+}
+
+func TestLookupBreakerDoesNotCountRejections(t *testing.T) {
+	r := newRig(t, quiet(), activities.DefaultBreakerSettings(), false)
+	for range 10 {
+		v, err := r.env.ExecuteActivity(r.acts.LookupPayment, activities.LookupInput{OrderID: "o1", TransactionKey: "no-such-key"})
+		require.NoError(t, err, "a 404 is an answer: no such transaction")
+		var res activities.LookupResult
+		require.NoError(t, v.Get(&res))
+		assert.Empty(t, res.Transactions)
+	}
+	assert.Equal(t, gobreaker.StateClosed, r.breaker.State())
+	assert.Zero(t, r.breaker.Counts().TotalFailures)
+}
+
+func TestLookupByOrderIDFindsTransactions(t *testing.T) {
+	f := quiet()
+	f.Create.TimeoutRate = 1
+	f.Create.TimeoutDelay = simulator.Duration(5 * time.Second)
+	r := newRig(t, f, activities.DefaultBreakerSettings(), false)
+	r.reserve(t, "o1")
+	_, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("o1"))
+	require.Error(t, err)
+	v, err := r.env.ExecuteActivity(r.acts.LookupPayment, activities.LookupInput{OrderID: "o1"})
+	require.NoError(t, err)
+	var res activities.LookupResult
+	require.NoError(t, v.Get(&res))
+	require.Len(t, res.Transactions, 1)
+	assert.Equal(t, "o1", res.Transactions[0].OrderID)
+}
+
+func TestCancelPaymentsRefundsSuccessAndFindsUnknownByOrder(t *testing.T) {
+	r := newRig(t, quiet(), activities.DefaultBreakerSettings(), false)
+	r.reserve(t, "o1")
+	v, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("o1"))
+	require.NoError(t, err)
+	var created activities.RequestResult
+	require.NoError(t, v.Get(&created))
+	testenv.Admin(t, r.sim, "POST", "/admin/transactions/"+created.TransactionKey+"/resolve", map[string]any{"status": "SUCCESS", "callback": false}, nil)
+
+	for range 2 { // idempotent
+		v, err = r.env.ExecuteActivity(r.acts.CancelPayments, activities.CancelInput{OrderID: "o1", SearchByOrder: true})
+		require.NoError(t, err)
+	}
+	var res activities.CancelResult
+	require.NoError(t, v.Get(&res))
+	require.Len(t, res.Transactions, 1)
+	assert.Equal(t, gateway.StatusCancelled, res.Transactions[0].Status)
+	assert.Equal(t, 1, r.sim.Stats().Orders["o1"].Refunded)
+
+	testenv.PatchFaults(t, r.sim, map[string]any{"down": true})
+	_, err = r.env.ExecuteActivity(r.acts.CancelPayments, activities.CancelInput{OrderID: "o1", TransactionKeys: []string{created.TransactionKey}})
+	_, retry := appError(t, err)
+	assert.True(t, retry, "a cancel is retried until acknowledged")
+}
+
+func TestReserveSettleAndCancelOrderAreIdempotent(t *testing.T) {
+	r := newRig(t, quiet(), activities.DefaultBreakerSettings(), false)
+	r.reserve(t, "o1")
+	r.reserve(t, "o1")
+	_, err := r.env.ExecuteActivity(r.acts.Reserve, activities.ReserveInput{OrderID: "o2", ProductID: "P1", Quantity: 9, Amount: 1})
+	kind, retry := appError(t, err)
+	assert.Equal(t, activities.ErrOutOfStock, kind)
+	assert.False(t, retry)
+	_, err = r.env.ExecuteActivity(r.acts.Reserve, activities.ReserveInput{OrderID: "o3", ProductID: "nope", Quantity: 1, Amount: 1})
+	kind, _ = appError(t, err)
+	assert.Equal(t, activities.ErrUnknownProduct, kind)
+
+	for range 2 {
+		_, err = r.env.ExecuteActivity(r.acts.CancelOrder, activities.SettleInput{OrderID: "o1", Cause: "test"})
+		require.NoError(t, err)
+	}
+	st, err := r.store.GetStock(context.Background(), "P1")
+	require.NoError(t, err)
+	assert.Equal(t, int64(5), st.Available)
+	_, err = r.env.ExecuteActivity(r.acts.Settle, activities.SettleInput{OrderID: "o1", Order: status.OrderConfirmed, Cause: "too late"})
+	kind, retry = appError(t, err)
+	assert.Equal(t, activities.ErrIllegalTransition, kind)
+	assert.False(t, retry)
+	_, err = r.env.ExecuteActivity(r.acts.CancelOrder, activities.SettleInput{OrderID: "never-stored", Cause: "x"})
+	require.NoError(t, err, "an order cancelled before it reached the database needs nothing")
+	require.False(t, errors.Is(err, store.ErrNotFound))
+}
