@@ -1,0 +1,103 @@
+// Package config holds the settings every payguard process shares (SPEC §6):
+// flags whose defaults come from the environment, with the same names
+// everywhere.
+package config
+
+import (
+	"flag"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/payguard/payguard/gateway"
+)
+
+// Defaults of SPEC §6.
+const (
+	DefaultTemporalAddress = "127.0.0.1:7233"
+	DefaultNamespace       = "default"
+	DefaultTaskQueue       = "payments"
+	DefaultDatabaseURL     = "postgres://postgres@127.0.0.1:5432/payguard?sslmode=disable"
+	DefaultGatewayURL      = "http://127.0.0.1:8090"
+	DefaultCallbackURL     = "http://127.0.0.1:8081/callbacks/gateway"
+)
+
+// Common are the settings shared by the worker and the starter.
+type Common struct {
+	TemporalAddress string
+	Namespace       string
+	TaskQueue       string
+	DatabaseURL     string
+	GatewayURL      string
+	GatewaySecret   string
+	CallbackURL     string
+}
+
+// Env returns getenv(key), or fallback when it is empty.
+func Env(getenv func(string) string, key, fallback string) string {
+	if v := getenv(key); v != "" {
+		return v
+	}
+	return fallback
+}
+
+// Register adds the shared flags to fs, defaulting from the environment.
+func (c *Common) Register(fs *flag.FlagSet, getenv func(string) string) {
+	fs.StringVar(&c.TemporalAddress, "temporal-address", Env(getenv, "TEMPORAL_ADDRESS", DefaultTemporalAddress), "Temporal frontend host:port (env TEMPORAL_ADDRESS)")
+	fs.StringVar(&c.Namespace, "temporal-namespace", Env(getenv, "TEMPORAL_NAMESPACE", DefaultNamespace), "Temporal namespace (env TEMPORAL_NAMESPACE)")
+	fs.StringVar(&c.TaskQueue, "task-queue", Env(getenv, "TASK_QUEUE", DefaultTaskQueue), "task queue (env TASK_QUEUE)")
+	fs.StringVar(&c.DatabaseURL, "database-url", Env(getenv, "DATABASE_URL", DefaultDatabaseURL), "PostgreSQL URL (env DATABASE_URL)")
+	fs.StringVar(&c.GatewayURL, "gateway-url", Env(getenv, "GATEWAY_URL", DefaultGatewayURL), "payment gateway base URL (env GATEWAY_URL)")
+	fs.StringVar(&c.GatewaySecret, "gateway-secret", Env(getenv, "GATEWAY_SECRET", gateway.DevSecret), "callback signing secret (env GATEWAY_SECRET)")
+	fs.StringVar(&c.CallbackURL, "callback-url", Env(getenv, "CALLBACK_URL", DefaultCallbackURL), "where the gateway calls back (env CALLBACK_URL)")
+}
+
+// Validate checks the shared settings.
+func (c *Common) Validate() error {
+	var problems []string
+	if c.TemporalAddress == "" {
+		problems = append(problems, "temporal address is empty")
+	}
+	if c.TaskQueue == "" {
+		problems = append(problems, "task queue is empty")
+	}
+	for name, raw := range map[string]string{"gateway url": c.GatewayURL, "callback url": c.CallbackURL} {
+		if u, err := url.Parse(raw); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			problems = append(problems, fmt.Sprintf("%s %q is not an http(s) URL", name, raw))
+		}
+	}
+	if u, err := url.Parse(c.DatabaseURL); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		problems = append(problems, fmt.Sprintf("database url %q is not a postgres:// URL", MaskURL(c.DatabaseURL)))
+	}
+	if c.GatewaySecret == "" {
+		problems = append(problems, "gateway secret is empty")
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("configuration: %s", strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// MaskURL hides a URL's password.
+func MaskURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "****")
+	}
+	return u.String()
+}
+
+// MaskSecret shows only whether a secret is set, and whether it is the
+// development default.
+func MaskSecret(s string) string {
+	switch s {
+	case "":
+		return "(empty)"
+	case gateway.DevSecret:
+		return "(development default)"
+	}
+	return "****"
+}

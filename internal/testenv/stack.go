@@ -1,0 +1,117 @@
+package testenv
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/payguard/payguard/activities"
+	"github.com/payguard/payguard/pgsim/simulator"
+	"github.com/payguard/payguard/starter/cli"
+	"github.com/payguard/payguard/store"
+	"github.com/payguard/payguard/worker/service"
+)
+
+// Stack is the whole of payguard on real components: a fresh database, the
+// shared dev server, an in-process pgsim and a worker on its own task queue.
+type Stack struct {
+	Store     *store.Store
+	Sim       *simulator.Server
+	Worker    *service.Worker
+	Config    service.Config
+	DBURL     string
+	TaskQueue string
+}
+
+// FastConfig shortens the worker's waits so tests run in seconds.
+func FastConfig() service.Config {
+	return service.Config{
+		ConnectTimeout: 500 * time.Millisecond, ReadTimeout: time.Second, RequestAttempts: 3,
+		UnknownGrace: time.Second, PollInitial: 500 * time.Millisecond, PollMax: 2 * time.Second,
+		Breaker:         activities.BreakerSettings{Window: 10 * time.Second, MinCalls: 5, FailureRate: 0.5, OpenFor: 2 * time.Second, HalfOpenCalls: 3},
+		ShutdownTimeout: 5 * time.Second,
+	}
+}
+
+// NewStack starts a stack; tune adjusts the worker's configuration.
+func NewStack(t testing.TB, faults simulator.Faults, tune func(*service.Config)) *Stack {
+	t.Helper()
+	s := &Stack{DBURL: NewDatabase(t), Sim: Pgsim(t, faults), TaskQueue: ID("payments")}
+	cfg := FastConfig()
+	if tune != nil {
+		tune(&cfg)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Listener = l
+	cfg.TemporalAddress = TemporalAddress(t)
+	cfg.Namespace = "default"
+	cfg.TaskQueue = s.TaskQueue
+	cfg.DatabaseURL = s.DBURL
+	cfg.GatewayURL = s.Sim.GatewayURL()
+	cfg.GatewaySecret = Secret
+	cfg.CallbackURL = "http://" + l.Addr().String() + "/callbacks/gateway"
+	cfg.HTTPAddr = l.Addr().String()
+	s.Config = cfg
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s.Worker, err = service.Start(ctx, cfg, Logger(t))
+	if err != nil {
+		t.Fatalf("start worker: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Worker.Stop() })
+	s.Store, err = store.Open(ctx, s.DBURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Store.Close)
+	return s
+}
+
+// Getenv is the environment a starter command sees for this stack.
+func (s *Stack) Getenv(key string) string {
+	switch key {
+	case "TEMPORAL_ADDRESS":
+		return s.Config.TemporalAddress
+	case "TEMPORAL_NAMESPACE":
+		return "default"
+	case "TASK_QUEUE":
+		return s.TaskQueue
+	case "DATABASE_URL":
+		return s.DBURL
+	case "GATEWAY_URL":
+		return s.Sim.GatewayURL()
+	case "GATEWAY_SECRET":
+		return Secret
+	case "CALLBACK_URL":
+		return s.Config.CallbackURL
+	}
+	return ""
+}
+
+// Starter runs a starter command against the stack and returns its output.
+func (s *Stack) Starter(ctx context.Context, args ...string) (string, error) {
+	var out, errOut bytes.Buffer
+	err := cli.Run(ctx, args, cli.Env{Getenv: s.Getenv, Stdout: &out, Stderr: &errOut})
+	return strings.TrimSpace(out.String()), err
+}
+
+// MetricsURL is the worker's /metrics.
+func (s *Stack) MetricsURL() string { return "http://" + s.Worker.Addr() + "/metrics" }
+
+// Eventually polls cond every 50 ms until it holds or within passes.
+func Eventually(t testing.TB, within time.Duration, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for: %s", within, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

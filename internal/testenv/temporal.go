@@ -1,0 +1,107 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/payguard/payguard/workflows"
+)
+
+// DevServerArgs are the dev-server flags payguard runs with everywhere: the
+// defaults cost ~50 ms per task hop; these remove the transfer poll limit.
+var DevServerArgs = []string{
+	"--dynamic-config-value", "history.transferProcessorMaxPollRPS=200",
+	"--dynamic-config-value", "matching.numTaskqueueReadPartitions=1",
+	"--dynamic-config-value", "matching.numTaskqueueWritePartitions=1",
+}
+
+var (
+	devOnce   sync.Once
+	devServer *testsuite.DevServer
+	devErr    error
+)
+
+// TemporalCLI finds the temporal binary: PAYGUARD_TEMPORAL_CLI, else bin/
+// at the module root.
+func TemporalCLI() (string, error) {
+	if p := os.Getenv("PAYGUARD_TEMPORAL_CLI"); p != "" {
+		return p, nil
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			p := filepath.Join(dir, "bin", "temporal")
+			if _, err := os.Stat(p); err != nil {
+				return "", fmt.Errorf("no temporal CLI at %s: run `make tools`", p)
+			}
+			return p, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("module root not found")
+		}
+		dir = parent
+	}
+}
+
+// Temporal returns a client of the test binary's dev server, started on
+// first use with payguard's search attributes, and stopped at exit by
+// StopTemporal (call it from TestMain).
+func Temporal(t testing.TB) client.Client {
+	t.Helper()
+	devOnce.Do(func() {
+		path, err := TemporalCLI()
+		if err != nil {
+			devErr = err
+			return
+		}
+		if _, err := exec.LookPath(path); err != nil {
+			devErr = err
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		devServer, devErr = testsuite.StartDevServer(ctx, testsuite.DevServerOptions{
+			ExistingPath: path,
+			LogLevel:     "error",
+			ClientOptions: &client.Options{Namespace: "default",
+				Logger: sdklog.NewStructuredLogger(Logger(t))},
+			SearchAttributes: temporal.NewSearchAttributes(
+				workflows.OrderStatusKey.ValueSet(""), workflows.PaymentStatusKey.ValueSet("")),
+			ExtraArgs: DevServerArgs,
+			Stdout:    os.Stderr,
+			Stderr:    os.Stderr,
+		})
+	})
+	if devErr != nil {
+		t.Fatalf("temporal dev server: %v", devErr)
+	}
+	return devServer.Client()
+}
+
+// TemporalAddress is the running dev server's frontend address.
+func TemporalAddress(t testing.TB) string {
+	Temporal(t)
+	return devServer.FrontendHostPort()
+}
+
+// StopTemporal stops the dev server if one was started.
+func StopTemporal() {
+	if devServer != nil {
+		_ = devServer.Stop()
+	}
+}

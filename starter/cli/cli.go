@@ -1,0 +1,164 @@
+// Package cli is the starter: the command line a user drives payguard with
+// (SPEC §7). Every command prints text, or JSON with --json, and fails with
+// one clear line.
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+
+	"github.com/payguard/payguard/config"
+	"github.com/payguard/payguard/gateway"
+	"github.com/payguard/payguard/store"
+)
+
+// Env is what a command may use of the outside world.
+type Env struct {
+	Getenv func(string) string
+	Stdout io.Writer
+	Stderr io.Writer
+}
+
+const usage = `usage: starter <command> [flags]
+
+commands:
+  order --product P --qty N --amount A [--order-id ID] [--user U] [--card-type T] [--card-no NO] [--deadline 10m] [--wait]
+  status ORDER_ID
+  cancel ORDER_ID
+  stock set PRODUCT QTY | stock show PRODUCT
+  callback ORDER_ID --status SUCCESS|FAILED [--reason R]
+  load --rate R --duration D [--products P1,P2]
+
+every command takes --json; connection settings come from TEMPORAL_ADDRESS, DATABASE_URL,
+GATEWAY_URL, GATEWAY_SECRET, CALLBACK_URL or the matching flags (-h on a command lists them).`
+
+// Run runs one command.
+func Run(ctx context.Context, args []string, env Env) error {
+	if len(args) == 0 {
+		return fmt.Errorf("no command given\n%s", usage)
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "order":
+		return runOrder(ctx, rest, env)
+	case "status":
+		return runStatus(ctx, rest, env)
+	case "cancel":
+		return runCancel(ctx, rest, env)
+	case "stock":
+		return runStock(ctx, rest, env)
+	case "callback":
+		return runCallback(ctx, rest, env)
+	case "load":
+		return runLoad(ctx, rest, env)
+	case "help", "-h", "--help":
+		fmt.Fprintln(env.Stdout, usage)
+		return nil
+	}
+	return fmt.Errorf("unknown command %q (commands: order, status, cancel, stock, callback, load)", cmd)
+}
+
+// command is one parsed command line.
+type command struct {
+	name   string
+	fs     *flag.FlagSet
+	common config.Common
+	json   bool
+	env    Env
+	args   []string
+}
+
+func newCommand(name string, env Env) *command {
+	c := &command{name: name, fs: flag.NewFlagSet("starter "+name, flag.ContinueOnError), env: env}
+	c.fs.SetOutput(env.Stderr)
+	c.common.Register(c.fs, env.Getenv)
+	c.fs.BoolVar(&c.json, "json", false, "machine-readable output")
+	return c
+}
+
+// parse accepts flags before, between and after positional arguments.
+func (c *command) parse(args []string, positional int) error {
+	for {
+		if err := c.fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return err
+			}
+			return fmt.Errorf("%s: %w", c.name, err)
+		}
+		if c.fs.NArg() == 0 {
+			break
+		}
+		c.args = append(c.args, c.fs.Arg(0))
+		args = c.fs.Args()[1:]
+	}
+	if len(c.args) != positional {
+		return fmt.Errorf("%s: want %d argument(s), got %d (%s)", c.name, positional, len(c.args), strings.Join(c.args, " "))
+	}
+	return nil
+}
+
+func (c *command) print(v any, text string) error {
+	if c.json {
+		enc := json.NewEncoder(c.env.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	}
+	_, err := fmt.Fprintln(c.env.Stdout, text)
+	return err
+}
+
+// dialTemporal connects once, with a short timeout and a clear error.
+func (c *command) dialTemporal(ctx context.Context) (client.Client, error) {
+	dialCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	cl, err := client.DialContext(dialCtx, client.Options{HostPort: c.common.TemporalAddress, Namespace: c.common.Namespace,
+		Logger: sdklog.NewStructuredLogger(discardLogger())})
+	if err != nil {
+		return nil, fmt.Errorf("temporal unreachable at %s (is the dev server running? `make dev-server`): %v", c.common.TemporalAddress, rootCause(err))
+	}
+	return cl, nil
+}
+
+// openStore connects to Postgres with a clear error.
+func (c *command) openStore(ctx context.Context) (*store.Store, error) {
+	openCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	st, err := store.Open(openCtx, c.common.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("postgres unreachable at %s: %v", config.MaskURL(c.common.DatabaseURL), rootCause(err))
+	}
+	return st, nil
+}
+
+func rootCause(err error) error {
+	for {
+		next := errors.Unwrap(err)
+		if next == nil {
+			return err
+		}
+		err = next
+	}
+}
+
+var cardNoPattern = regexp.MustCompile(`^\d{4}-\d{4}-\d{4}-\d{4}$`)
+
+func validateCard(cardType, cardNo string) error {
+	if !slices.Contains(gateway.CardTypes, cardType) {
+		return fmt.Errorf("--card-type must be one of %s, got %q", strings.Join(gateway.CardTypes, ", "), cardType)
+	}
+	if !cardNoPattern.MatchString(cardNo) {
+		return fmt.Errorf("--card-no must look like dddd-dddd-dddd-dddd, got %q", cardNo)
+	}
+	return nil
+}

@@ -1,0 +1,425 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/payguard/payguard/gateway"
+	"github.com/payguard/payguard/status"
+	"github.com/payguard/payguard/store"
+	"github.com/payguard/payguard/workflows"
+)
+
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// Started is what `order` prints.
+type Started struct {
+	OrderID    string `json:"orderId"`
+	WorkflowID string `json:"workflowId"`
+	RunID      string `json:"runId"`
+}
+
+// OrderView is what `status` prints (and `order --wait` at the end).
+type OrderView struct {
+	OrderID        string            `json:"orderId"`
+	Status         status.Order      `json:"status"`
+	PaymentStatus  status.Payment    `json:"paymentStatus"`
+	TransactionKey string            `json:"transactionKey"`
+	Attempts       int               `json:"attempts"`
+	LastLookup     *workflows.Lookup `json:"lastLookup"`
+	Deadline       *time.Time        `json:"deadline"`
+	Reason         string            `json:"reason,omitempty"`
+	// Sources says where each part came from and what could not be reached.
+	Sources map[string]string `json:"sources"`
+}
+
+func newOrderID() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return "ord-" + hex.EncodeToString(b)
+}
+
+// OrderFlags are `order`'s own flags.
+type OrderFlags struct {
+	Product  string
+	Qty      int64
+	Amount   int64
+	OrderID  string
+	User     string
+	CardType string
+	CardNo   string
+	Deadline time.Duration
+}
+
+func (f *OrderFlags) register(c *command) {
+	c.fs.StringVar(&f.Product, "product", "", "product id (required)")
+	c.fs.Int64Var(&f.Qty, "qty", 1, "quantity, at least 1")
+	c.fs.Int64Var(&f.Amount, "amount", 0, "amount in minor units, positive (required)")
+	c.fs.StringVar(&f.User, "user", "user-1", "the customer's id, sent as X-USER-ID")
+	c.fs.StringVar(&f.CardType, "card-type", "SAMSUNG", "SAMSUNG, KB or HYUNDAI")
+	c.fs.StringVar(&f.CardNo, "card-no", "1234-5678-9814-1451", "card number dddd-dddd-dddd-dddd")
+	c.fs.DurationVar(&f.Deadline, "deadline", workflows.DefaultDeadline, "give up (cancel and release) after this long")
+}
+
+func (f *OrderFlags) validate() error {
+	switch {
+	case f.Product == "":
+		return errors.New("--product is required")
+	case f.Qty <= 0:
+		return fmt.Errorf("--qty must be at least 1, got %d", f.Qty)
+	case f.Amount <= 0:
+		return fmt.Errorf("--amount must be positive (minor units), got %d", f.Amount)
+	case f.Deadline <= 0:
+		return fmt.Errorf("--deadline must be positive, got %s", f.Deadline)
+	case strings.ContainsAny(f.OrderID, " /\t\n"):
+		return fmt.Errorf("--order-id %q must not contain spaces or slashes", f.OrderID)
+	}
+	return validateCard(f.CardType, f.CardNo)
+}
+
+func (f *OrderFlags) input(orderID string) workflows.PaymentInput {
+	return workflows.PaymentInput{OrderID: orderID, ProductID: f.Product, Quantity: f.Qty, Amount: f.Amount, UserID: f.User,
+		CardType: f.CardType, CardNo: f.CardNo, Deadline: f.Deadline}
+}
+
+// startOrder starts an order's workflow; starting an order twice is refused.
+func startOrder(ctx context.Context, cl client.Client, taskQueue string, in workflows.PaymentInput) (client.WorkflowRun, error) {
+	run, err := cl.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                       workflows.PaymentWorkflowID(in.OrderID),
+		TaskQueue:                taskQueue,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		// Without this the client hands back the running order as if new.
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		StaticSummary:                            fmt.Sprintf("Order %s: %d × %s for %d", in.OrderID, in.Quantity, in.ProductID, in.Amount),
+		StaticDetails: fmt.Sprintf("Order **%s** by %s: %d × %s, amount %d, %s card, deadline %s.",
+			in.OrderID, in.UserID, in.Quantity, in.ProductID, in.Amount, in.CardType, in.Deadline),
+		TypedSearchAttributes: temporal.NewSearchAttributes(workflows.OrderStatusKey.ValueSet(string(status.OrderReserving))),
+	}, workflows.PaymentWorkflowName, in)
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	if errors.As(err, &started) || temporal.IsWorkflowExecutionAlreadyStartedError(err) {
+		return nil, fmt.Errorf("order %s was already placed (workflow %s): one order, one payment; see `starter status %s`",
+			in.OrderID, workflows.PaymentWorkflowID(in.OrderID), in.OrderID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("start order %s: %v", in.OrderID, rootCause(err))
+	}
+	return run, nil
+}
+
+func runOrder(ctx context.Context, args []string, env Env) error {
+	c := newCommand("order", env)
+	var f OrderFlags
+	f.register(c)
+	c.fs.StringVar(&f.OrderID, "order-id", "", "order id (default: a fresh one)")
+	wait := c.fs.Bool("wait", false, "wait for the final status and print the order")
+	if err := c.parse(args, 0); err != nil {
+		return err
+	}
+	if err := f.validate(); err != nil {
+		return fmt.Errorf("order: %w", err)
+	}
+	if f.OrderID == "" {
+		f.OrderID = newOrderID()
+	}
+	cl, err := c.dialTemporal(ctx)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	run, err := startOrder(ctx, cl, c.common.TaskQueue, f.input(f.OrderID))
+	if err != nil {
+		return err
+	}
+	started := Started{OrderID: f.OrderID, WorkflowID: run.GetID(), RunID: run.GetRunID()}
+	if !*wait {
+		return c.print(started, fmt.Sprintf("order %s started: workflow %s run %s", started.OrderID, started.WorkflowID, started.RunID))
+	}
+	if !c.json {
+		fmt.Fprintf(env.Stdout, "order %s started (workflow %s); waiting for the final status...\n", started.OrderID, started.WorkflowID)
+	}
+	var final workflows.State
+	err = run.Get(ctx, &final)
+	var canceled *temporal.CanceledError
+	if err != nil && !errors.As(err, &canceled) {
+		return fmt.Errorf("order %s: workflow ended with an error: %v", f.OrderID, rootCause(err))
+	}
+	view := c.orderView(ctx, cl, f.OrderID)
+	return c.print(view, view.text())
+}
+
+// orderView combines the workflow's state query with the database row.
+func (c *command) orderView(ctx context.Context, cl client.Client, orderID string) OrderView {
+	v := OrderView{OrderID: orderID, Sources: map[string]string{}}
+	if cl != nil {
+		resp, err := cl.QueryWorkflow(ctx, workflows.PaymentWorkflowID(orderID), "", workflows.StateQuery)
+		var st workflows.State
+		if err == nil {
+			err = resp.Get(&st)
+		}
+		var notFound *serviceerror.NotFound
+		switch {
+		case err == nil:
+			v.Status, v.PaymentStatus, v.TransactionKey, v.Attempts = st.Status, st.PaymentStatus, st.TransactionKey, st.Attempts
+			v.LastLookup, v.Reason = st.LastLookup, st.Reason
+			deadline := st.Deadline
+			v.Deadline = &deadline
+			v.Sources["workflow"] = "ok"
+		case errors.As(err, &notFound):
+			v.Sources["workflow"] = "no such workflow"
+		default:
+			v.Sources["workflow"] = "unreachable: " + rootCause(err).Error()
+		}
+	} else {
+		v.Sources["workflow"] = "unreachable"
+	}
+	st, err := c.openStore(ctx)
+	if err != nil {
+		v.Sources["database"] = "unreachable: " + err.Error()
+		return v
+	}
+	defer st.Close()
+	o, err := st.GetOrder(ctx, orderID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		v.Sources["database"] = "no such order"
+	case err != nil:
+		v.Sources["database"] = "unreachable: " + err.Error()
+	default:
+		v.Sources["database"] = "ok"
+		// The database is the record of what happened; the workflow adds
+		// what only it knows (lookups, deadline).
+		v.Status, v.PaymentStatus, v.Attempts = o.Status, o.PaymentStatus, max(v.Attempts, o.Attempts)
+		if o.TransactionKey != "" {
+			v.TransactionKey = o.TransactionKey
+		}
+		if v.Reason == "" {
+			v.Reason = o.PaymentReason
+		}
+	}
+	return v
+}
+
+func (v OrderView) found() bool {
+	return v.Sources["workflow"] == "ok" || v.Sources["database"] == "ok"
+}
+
+func (v OrderView) text() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "order %s: %s (payment %s)", v.OrderID, v.Status, orDash(string(v.PaymentStatus)))
+	if v.TransactionKey != "" {
+		fmt.Fprintf(&b, "\n  transaction: %s", v.TransactionKey)
+	}
+	fmt.Fprintf(&b, "\n  attempts:    %d", v.Attempts)
+	if v.Reason != "" {
+		fmt.Fprintf(&b, "\n  reason:      %s", v.Reason)
+	}
+	if v.LastLookup != nil {
+		fmt.Fprintf(&b, "\n  last lookup: %s at %s", v.LastLookup.Result, v.LastLookup.At.Format(time.RFC3339))
+	}
+	if v.Deadline != nil {
+		fmt.Fprintf(&b, "\n  deadline:    %s", v.Deadline.Format(time.RFC3339))
+	}
+	fmt.Fprintf(&b, "\n  sources:     workflow %s; database %s", v.Sources["workflow"], v.Sources["database"])
+	return b.String()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func runStatus(ctx context.Context, args []string, env Env) error {
+	c := newCommand("status", env)
+	if err := c.parse(args, 1); err != nil {
+		return err
+	}
+	orderID := c.args[0]
+	cl, err := c.dialTemporal(ctx)
+	if err != nil {
+		cl = nil
+	} else {
+		defer cl.Close()
+	}
+	v := c.orderView(ctx, cl, orderID)
+	if err != nil {
+		v.Sources["workflow"] = "unreachable: " + err.Error()
+	}
+	if !v.found() {
+		if strings.HasPrefix(v.Sources["workflow"], "unreachable") && strings.HasPrefix(v.Sources["database"], "unreachable") {
+			return fmt.Errorf("status %s: neither Temporal nor PostgreSQL is reachable (%s; %s)", orderID, v.Sources["workflow"], v.Sources["database"])
+		}
+		return fmt.Errorf("unknown order %q (workflow: %s; database: %s)", orderID, v.Sources["workflow"], v.Sources["database"])
+	}
+	return c.print(v, v.text())
+}
+
+func runCancel(ctx context.Context, args []string, env Env) error {
+	c := newCommand("cancel", env)
+	wait := c.fs.Bool("wait", true, "wait until the compensation is done")
+	if err := c.parse(args, 1); err != nil {
+		return err
+	}
+	orderID := c.args[0]
+	cl, err := c.dialTemporal(ctx)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	id := workflows.PaymentWorkflowID(orderID)
+	desc, err := cl.DescribeWorkflowExecution(ctx, id, "")
+	var notFound *serviceerror.NotFound
+	if errors.As(err, &notFound) {
+		return fmt.Errorf("unknown order %q", orderID)
+	}
+	if err != nil {
+		return fmt.Errorf("cancel %s: %v", orderID, rootCause(err))
+	}
+	if st := desc.GetWorkflowExecutionInfo().GetStatus(); st != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		v := c.orderView(ctx, cl, orderID)
+		return fmt.Errorf("order %s already ended (%s, workflow %s): nothing to cancel", orderID, v.Status, strings.ToLower(st.String()))
+	}
+	if err := cl.CancelWorkflow(ctx, id, ""); err != nil {
+		return fmt.Errorf("cancel %s: %v", orderID, rootCause(err))
+	}
+	if *wait {
+		err := cl.GetWorkflow(ctx, id, "").Get(ctx, nil)
+		var canceled *temporal.CanceledError
+		if err != nil && !errors.As(err, &canceled) {
+			return fmt.Errorf("cancel %s: %v", orderID, rootCause(err))
+		}
+	}
+	v := c.orderView(ctx, cl, orderID)
+	return c.print(v, v.text())
+}
+
+func runStock(ctx context.Context, args []string, env Env) error {
+	if len(args) == 0 {
+		return errors.New("stock: want `stock set PRODUCT QTY` or `stock show PRODUCT`")
+	}
+	sub := args[0]
+	c := newCommand("stock "+sub, env)
+	var want int
+	switch sub {
+	case "set":
+		want = 2
+	case "show":
+		want = 1
+	default:
+		return fmt.Errorf("stock: unknown subcommand %q (set, show)", sub)
+	}
+	if err := c.parse(args[1:], want); err != nil {
+		return err
+	}
+	var qty int64
+	if sub == "set" {
+		var err error
+		qty, err = strconv.ParseInt(c.args[1], 10, 64)
+		if err != nil || qty < 0 {
+			return fmt.Errorf("stock set: QTY must be a whole number ≥ 0, got %q", c.args[1])
+		}
+	}
+	st, err := c.openStore(ctx)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if err := st.Migrate(ctx); err != nil {
+		return fmt.Errorf("stock: %v", err)
+	}
+	var stock store.Stock
+	if sub == "set" {
+		stock, err = st.SetStock(ctx, c.args[0], qty)
+	} else {
+		stock, err = st.GetStock(ctx, c.args[0])
+	}
+	if err != nil {
+		return fmt.Errorf("stock %s: %v", sub, err)
+	}
+	return c.print(stock, fmt.Sprintf("%s: total %d, available %d, reserved %d, sold %d",
+		stock.ProductID, stock.Total, stock.Available, stock.Reserved, stock.Sold))
+}
+
+func runCallback(ctx context.Context, args []string, env Env) error {
+	c := newCommand("callback", env)
+	st := c.fs.String("status", "", "SUCCESS or FAILED (required)")
+	reason := c.fs.String("reason", "", "failure reason, e.g. LIMIT_EXCEEDED")
+	key := c.fs.String("transaction-key", "", "transaction key (default: the order's)")
+	if err := c.parse(args, 1); err != nil {
+		return err
+	}
+	orderID := c.args[0]
+	if *st != gateway.StatusSuccess && *st != gateway.StatusFailed {
+		return fmt.Errorf("callback: --status must be SUCCESS or FAILED, got %q", *st)
+	}
+	if *st == gateway.StatusFailed && *reason == "" {
+		*reason = "LIMIT_EXCEEDED"
+	}
+	db, err := c.openStore(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	o, err := db.GetOrder(ctx, orderID)
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("unknown order %q", orderID)
+	}
+	if err != nil {
+		return fmt.Errorf("callback: %v", err)
+	}
+	if *key == "" {
+		*key = o.TransactionKey
+	}
+	if *key == "" {
+		return fmt.Errorf("callback: order %s has no transaction key yet; pass --transaction-key", orderID)
+	}
+	body, _ := json.Marshal(gateway.Transaction{TransactionKey: *key, OrderID: orderID, Amount: o.Amount, Status: *st, Reason: *reason})
+	code, answer, err := PostCallback(ctx, c.common.CallbackURL, []byte(c.common.GatewaySecret), body, time.Now())
+	if err != nil {
+		return fmt.Errorf("callback: worker unreachable at %s: %v", c.common.CallbackURL, rootCause(err))
+	}
+	out := map[string]any{"httpStatus": code, "answer": answer}
+	if code != http.StatusOK {
+		return fmt.Errorf("callback refused: HTTP %d %v", code, answer)
+	}
+	return c.print(out, fmt.Sprintf("callback %s for order %s: HTTP %d, accepted %v", *st, orderID, code, answer["accepted"]))
+}
+
+// PostCallback signs body as the gateway does and POSTs it to url.
+func PostCallback(ctx context.Context, url string, secret, body []byte, now time.Time) (int, map[string]any, error) {
+	ts := strconv.FormatInt(now.Unix(), 10)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(gateway.HeaderTimestamp, ts)
+	req.Header.Set(gateway.HeaderSignature, gateway.Sign(secret, ts, body))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	answer := map[string]any{}
+	_ = json.Unmarshal(raw, &answer)
+	return resp.StatusCode, answer, nil
+}

@@ -1,0 +1,173 @@
+package service
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	enumspb "go.temporal.io/api/enums/v1"
+
+	"github.com/payguard/payguard/gateway"
+	"github.com/payguard/payguard/status"
+	"github.com/payguard/payguard/store"
+	"github.com/payguard/payguard/workflows"
+)
+
+// MaxCallbackBytes bounds a callback body (SPEC §4).
+const MaxCallbackBytes = 64 << 10
+
+// CallbackAnswer is the body of every answer of POST /callbacks/gateway.
+type CallbackAnswer struct {
+	Accepted bool   `json:"accepted"`
+	Reason   string `json:"reason,omitempty"`
+	Code     string `json:"code,omitempty"`
+	Message  string `json:"message,omitempty"`
+}
+
+type callbackHandler struct {
+	store     *store.Store
+	temporal  client.Client
+	taskQueue string
+	secret    []byte
+	metrics   *Metrics
+	log       *slog.Logger
+	now       func() time.Time
+}
+
+func (h *callbackHandler) answer(w http.ResponseWriter, code int, a CallbackAnswer) {
+	h.metrics.Callback(code)
+	writeJSON(w, code, a)
+}
+
+func (h *callbackHandler) refuse(w http.ResponseWriter, code int, errCode, msg string) {
+	h.log.Warn("callback refused", "http_status", code, "code", errCode, "message", msg)
+	h.answer(w, code, CallbackAnswer{Code: errCode, Message: msg})
+}
+
+// ServeHTTP checks size, signature and shape before anything else, so a
+// forged, stale or oversized callback changes nothing.
+func (h *callbackHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxCallbackBytes))
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		h.refuse(w, http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE", fmt.Sprintf("callback body over %d bytes", MaxCallbackBytes))
+		return
+	}
+	if err != nil {
+		h.refuse(w, http.StatusBadRequest, "BAD_REQUEST", "cannot read body")
+		return
+	}
+	if err := gateway.Verify(h.secret, r.Header.Get(gateway.HeaderTimestamp), r.Header.Get(gateway.HeaderSignature),
+		body, h.now(), gateway.DefaultTolerance); err != nil {
+		h.refuse(w, http.StatusUnauthorized, "UNAUTHORIZED", err.Error())
+		return
+	}
+	var cb gateway.Transaction
+	if err := decodeCallback(body, &cb); err != nil {
+		h.refuse(w, http.StatusBadRequest, "BAD_REQUEST", err.Error())
+		return
+	}
+	ctx := r.Context()
+	order, err := h.store.GetOrder(ctx, cb.OrderID)
+	if errors.Is(err, store.ErrNotFound) {
+		h.refuse(w, http.StatusNotFound, "NOT_FOUND", fmt.Sprintf("no order %q", cb.OrderID))
+		return
+	}
+	if err != nil {
+		h.refuse(w, http.StatusServiceUnavailable, "UNAVAILABLE", "database unavailable; retry later")
+		return
+	}
+	if order.Status.Final() {
+		h.settled(ctx, w, order, cb)
+		return
+	}
+	err = h.temporal.SignalWorkflow(ctx, workflows.PaymentWorkflowID(cb.OrderID), "", workflows.CallbackSignal, cb)
+	var notFound *serviceerror.NotFound
+	if errors.As(err, &notFound) {
+		// The workflow ended between our read and the signal: read again.
+		if order, err = h.store.GetOrder(ctx, cb.OrderID); err == nil && order.Status.Final() {
+			h.settled(ctx, w, order, cb)
+			return
+		}
+	}
+	if err != nil {
+		h.log.Error("signal workflow", "order_id", cb.OrderID, "error", err.Error())
+		h.refuse(w, http.StatusServiceUnavailable, "UNAVAILABLE", "cannot reach the order's workflow; retry later")
+		return
+	}
+	h.log.Info("callback accepted", "order_id", cb.OrderID, "transaction_key", cb.TransactionKey, "status", cb.Status)
+	h.answer(w, http.StatusOK, CallbackAnswer{Accepted: true})
+}
+
+// settled handles a callback for an order that already ended: recorded, not
+// applied; a SUCCESS that is not the order's own confirmed charge is money
+// taken for nothing, so a refund starts (a workflow: durable until done).
+func (h *callbackHandler) settled(ctx context.Context, w http.ResponseWriter, order store.Order, cb gateway.Transaction) {
+	reason := fmt.Sprintf("order already %s", order.Status)
+	detail := map[string]any{"transaction_key": cb.TransactionKey, "status": cb.Status, "order_status": string(order.Status)}
+	refund := cb.Status == gateway.StatusSuccess &&
+		!(order.Status == status.OrderConfirmed && order.TransactionKey == cb.TransactionKey)
+	if refund {
+		in := workflows.RefundInput{OrderID: order.OrderID, TransactionKey: cb.TransactionKey, Amount: cb.Amount,
+			Cause: "SUCCESS callback after the order was " + string(order.Status), MarkPayment: order.Status != status.OrderConfirmed}
+		_, err := h.temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+			ID: workflows.RefundWorkflowID(order.OrderID, cb.TransactionKey), TaskQueue: h.taskQueue,
+			WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+			StaticSummary:         fmt.Sprintf("Refund late charge %s of %d for order %s", cb.TransactionKey, cb.Amount, order.OrderID),
+		}, workflows.RefundWorkflowName, in)
+		var started *serviceerror.WorkflowExecutionAlreadyStarted
+		if err != nil && !errors.As(err, &started) && !temporal.IsWorkflowExecutionAlreadyStartedError(err) {
+			h.log.Error("start refund", "order_id", order.OrderID, "error", err.Error())
+			h.refuse(w, http.StatusServiceUnavailable, "UNAVAILABLE", "cannot start the refund; retry later")
+			return
+		}
+		reason += "; late charge is being refunded"
+		detail["refund_workflow_id"] = workflows.RefundWorkflowID(order.OrderID, cb.TransactionKey)
+	}
+	if err := h.store.RecordEvent(ctx, store.Event{OrderID: order.OrderID, Kind: store.KindCallback,
+		Cause: "callback after the order settled: " + reason, Detail: detail}); err != nil {
+		h.refuse(w, http.StatusServiceUnavailable, "UNAVAILABLE", "database unavailable; retry later")
+		return
+	}
+	h.log.Info("callback for a settled order", "order_id", order.OrderID, "status", cb.Status, "refund", refund)
+	h.answer(w, http.StatusOK, CallbackAnswer{Accepted: false, Reason: reason})
+}
+
+func decodeCallback(body []byte, cb *gateway.Transaction) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(cb); err != nil {
+		return fmt.Errorf("malformed callback: %v", err)
+	}
+	if dec.More() {
+		return errors.New("malformed callback: trailing data")
+	}
+	switch {
+	case cb.OrderID == "" || cb.TransactionKey == "":
+		return errors.New("callback needs orderId and transactionKey")
+	case cb.Amount <= 0:
+		return errors.New("callback amount must be positive")
+	}
+	switch cb.Status {
+	case gateway.StatusSuccess, gateway.StatusFailed, gateway.StatusPending, gateway.StatusCancelled:
+	default:
+		return fmt.Errorf("callback status %q is not a gateway status", cb.Status)
+	}
+	return nil
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,117 @@
+package service
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"github.com/payguard/payguard/activities"
+	"github.com/payguard/payguard/config"
+	"github.com/payguard/payguard/workflows"
+)
+
+// Config is the worker's whole configuration (SPEC §6).
+type Config struct {
+	config.Common
+	HTTPAddr        string
+	ConnectTimeout  time.Duration
+	ReadTimeout     time.Duration
+	RequestAttempts int
+	IdempotencyKeys bool
+	UnknownGrace    time.Duration
+	PollInitial     time.Duration
+	PollMax         time.Duration
+	Breaker         activities.BreakerSettings
+	// ShutdownTimeout bounds the wait for in-flight activities on stop.
+	ShutdownTimeout time.Duration
+	// Listener, when set, is used instead of listening on HTTPAddr (tests).
+	Listener net.Listener
+}
+
+// ParseFlags reads the worker's flags; defaults come from the environment.
+func ParseFlags(args []string, getenv func(string) string, usage io.Writer) (Config, error) {
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	fs.SetOutput(usage)
+	var c Config
+	c.Common.Register(fs, getenv)
+	b := activities.DefaultBreakerSettings()
+	var minCalls, halfOpen uint
+	fs.StringVar(&c.HTTPAddr, "http-addr", "127.0.0.1:8081", "listen address of the callback, health and metrics endpoints")
+	fs.DurationVar(&c.ConnectTimeout, "connect-timeout", time.Second, "gateway dial timeout: a failure within it never reached the gateway")
+	fs.DurationVar(&c.ReadTimeout, "read-timeout", 3*time.Second, "gateway answer timeout: a failure within it has an unknown outcome")
+	fs.IntVar(&c.RequestAttempts, "request-attempts", 3, "creates per order (retries of unreachable and grace-period re-sends)")
+	fs.BoolVar(&c.IdempotencyKeys, "idempotency-keys", false, "send an Idempotency-Key derived from the order id (only for gateways that honour it)")
+	fs.DurationVar(&c.UnknownGrace, "unknown-grace", 10*time.Second, "after an unknown create, how long no transaction means the gateway never took it")
+	fs.DurationVar(&c.PollInitial, "poll-initial", 5*time.Second, "first status poll after the create")
+	fs.DurationVar(&c.PollMax, "poll-max", time.Minute, "longest interval between status polls")
+	fs.DurationVar(&b.Window, "breaker-window", b.Window, "lookup breaker: rolling window calls are counted in")
+	fs.UintVar(&minCalls, "breaker-min-calls", uint(b.MinCalls), "lookup breaker: least calls in the window before it may trip")
+	fs.Float64Var(&b.FailureRate, "breaker-failure-rate", b.FailureRate, "lookup breaker: failure share that trips it")
+	fs.DurationVar(&b.OpenFor, "breaker-open", b.OpenFor, "lookup breaker: time open before trial calls")
+	fs.UintVar(&halfOpen, "breaker-half-open-calls", uint(b.HalfOpenCalls), "lookup breaker: trial calls in half-open")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to wait for in-flight activities on shutdown")
+	if err := fs.Parse(args); err != nil {
+		return Config{}, err
+	}
+	if fs.NArg() > 0 {
+		return Config{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	b.MinCalls, b.HalfOpenCalls = uint32(minCalls), uint32(halfOpen)
+	c.Breaker = b
+	return c, c.Validate()
+}
+
+// Validate checks every setting, naming each problem.
+func (c Config) Validate() error {
+	if err := c.Common.Validate(); err != nil {
+		return err
+	}
+	switch {
+	case c.ConnectTimeout <= 0 || c.ReadTimeout <= 0:
+		return fmt.Errorf("configuration: --connect-timeout and --read-timeout must be positive")
+	case c.RequestAttempts < 1:
+		return fmt.Errorf("configuration: --request-attempts must be at least 1, got %d", c.RequestAttempts)
+	case c.UnknownGrace <= 0 || c.PollInitial <= 0 || c.PollMax < c.PollInitial:
+		return fmt.Errorf("configuration: --unknown-grace and --poll-initial must be positive and --poll-max at least --poll-initial")
+	case c.Breaker.Window <= 0 || c.Breaker.OpenFor <= 0:
+		return fmt.Errorf("configuration: --breaker-window and --breaker-open must be positive")
+	case c.Breaker.FailureRate <= 0 || c.Breaker.FailureRate > 1:
+		return fmt.Errorf("configuration: --breaker-failure-rate must be within (0, 1], got %v", c.Breaker.FailureRate)
+	case c.Breaker.MinCalls < 1 || c.Breaker.HalfOpenCalls < 1:
+		return fmt.Errorf("configuration: --breaker-min-calls and --breaker-half-open-calls must be at least 1")
+	}
+	return nil
+}
+
+// Tuning derives the workflow tuning: one create's StartToClose timeout sits
+// above the HTTP timeouts, so the HTTP read timeout always fires first.
+func (c Config) Tuning() workflows.Tuning {
+	return workflows.Tuning{
+		RequestAttempts: c.RequestAttempts,
+		RequestTimeout:  c.ConnectTimeout + c.ReadTimeout + 5*time.Second,
+		LookupTimeout:   c.ConnectTimeout + c.ReadTimeout + 5*time.Second,
+		UnknownGrace:    c.UnknownGrace,
+		PollInitial:     c.PollInitial,
+		PollMax:         c.PollMax,
+	}
+}
+
+// LogAttrs lists the effective configuration with secrets masked.
+func (c Config) LogAttrs() []any {
+	return []any{
+		"temporal_address", c.TemporalAddress, "namespace", c.Namespace, "task_queue", c.TaskQueue,
+		"database_url", config.MaskURL(c.DatabaseURL), "gateway_url", c.GatewayURL, "callback_url", c.CallbackURL,
+		"gateway_secret", config.MaskSecret(c.GatewaySecret), "http_addr", c.HTTPAddr,
+		"connect_timeout", c.ConnectTimeout.String(), "read_timeout", c.ReadTimeout.String(),
+		"request_attempts", c.RequestAttempts, "idempotency_keys", c.IdempotencyKeys, "unknown_grace", c.UnknownGrace.String(),
+		"poll_initial", c.PollInitial.String(), "poll_max", c.PollMax.String(),
+		"breaker_window", c.Breaker.Window.String(), "breaker_min_calls", c.Breaker.MinCalls,
+		"breaker_failure_rate", c.Breaker.FailureRate, "breaker_open", c.Breaker.OpenFor.String(),
+		"breaker_half_open_calls", c.Breaker.HalfOpenCalls,
+	}
+}
+
+// flagHelp is returned by ParseFlags for -h: usage was printed, not an error.
+var flagHelp = flag.ErrHelp

@@ -1,0 +1,212 @@
+// Package service is the payguard worker process: it connects to Temporal,
+// PostgreSQL and the gateway, runs PaymentWorkflow and its activities on the
+// payments task queue, and serves the callback, health and metrics
+// endpoints (SPEC §5). worker/main.go only calls Run.
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/sony/gobreaker/v2"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/payguard/payguard/activities"
+	"github.com/payguard/payguard/gateway"
+	"github.com/payguard/payguard/store"
+	"github.com/payguard/payguard/workflows"
+)
+
+// Run is the worker's main: it runs until ctx ends (SIGINT/SIGTERM), then
+// shuts down gracefully.
+func Run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	cfg, err := ParseFlags(args, getenv, stdout)
+	if errors.Is(err, flagHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	logger := slog.New(slog.NewJSONHandler(stdout, nil))
+	w, err := Start(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return w.Stop()
+}
+
+// Worker is a running worker process.
+type Worker struct {
+	cfg      Config
+	log      *slog.Logger
+	store    *store.Store
+	gateway  *gateway.Client
+	temporal client.Client
+	worker   worker.Worker
+	http     *http.Server
+	listener net.Listener
+	served   chan error
+	Metrics  *Metrics
+	Breaker  *gobreaker.CircuitBreaker[any]
+}
+
+// Start connects everything and starts serving. It waits for Temporal to
+// come up (logging while it waits) until ctx ends.
+func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	logger.Info("worker starting", cfg.LogAttrs()...)
+	if cfg.GatewaySecret == gateway.DevSecret {
+		logger.Warn("GATEWAY_SECRET is not set: using the development secret; never do this in production")
+	}
+	w := &Worker{cfg: cfg, log: logger, Metrics: NewMetrics(), served: make(chan error, 1)}
+	ok := false
+	defer func() {
+		if !ok {
+			w.closeAll()
+		}
+	}()
+
+	st, err := openStore(ctx, cfg.DatabaseURL, logger)
+	if err != nil {
+		return nil, err
+	}
+	w.store = st
+	if err := st.Migrate(ctx); err != nil {
+		return nil, err
+	}
+	w.gateway, err = gateway.New(gateway.Config{BaseURL: cfg.GatewayURL, ConnectTimeout: cfg.ConnectTimeout, ReadTimeout: cfg.ReadTimeout})
+	if err != nil {
+		return nil, err
+	}
+	w.Breaker = activities.NewLookupBreaker(cfg.Breaker, func(name string, from, to gobreaker.State) {
+		logger.Warn("breaker state changed", "breaker", name, "from", from.String(), "to", to.String())
+		w.Metrics.BreakerChanged(name, from, to)
+	})
+	acts := activities.New(st, w.gateway, w.Breaker, activities.Config{CallbackURL: cfg.CallbackURL, IdempotencyKeys: cfg.IdempotencyKeys}, w.Metrics)
+
+	w.temporal, err = dialTemporal(ctx, client.Options{
+		HostPort: cfg.TemporalAddress, Namespace: cfg.Namespace,
+		Logger: sdklog.NewStructuredLogger(logger), MetricsHandler: w.Metrics.SDKHandler(),
+	}, logger)
+	if err != nil {
+		return nil, err
+	}
+	w.worker = worker.New(w.temporal, cfg.TaskQueue, worker.Options{WorkerStopTimeout: cfg.ShutdownTimeout})
+	workflows.New(cfg.Tuning()).Register(w.worker)
+	w.worker.RegisterActivity(acts)
+
+	w.listener = cfg.Listener
+	if w.listener == nil {
+		if w.listener, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+			return nil, fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
+		}
+	}
+	mux := http.NewServeMux()
+	mux.Handle("POST /callbacks/gateway", &callbackHandler{store: st, temporal: w.temporal, taskQueue: cfg.TaskQueue,
+		secret: []byte(cfg.GatewaySecret), metrics: w.Metrics, log: logger, now: time.Now})
+	mux.HandleFunc("GET /healthz", w.healthz)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(w.Metrics.Registry, promhttp.HandlerOpts{}))
+	w.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+
+	if err := w.worker.Start(); err != nil {
+		return nil, fmt.Errorf("start worker: %w", err)
+	}
+	go func() { w.served <- w.http.Serve(w.listener) }()
+	logger.Info("worker ready", "http_addr", w.listener.Addr().String(), "task_queue", cfg.TaskQueue)
+	ok = true
+	return w, nil
+}
+
+// Addr is the address the HTTP endpoints listen on.
+func (w *Worker) Addr() string { return w.listener.Addr().String() }
+
+// Stop shuts down in order: no new HTTP requests, in-flight activities
+// finish, the worker stops, connections close.
+func (w *Worker) Stop() error {
+	w.log.Info("worker stopping")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := w.http.Shutdown(ctx)
+	w.worker.Stop()
+	w.closeAll()
+	w.log.Info("worker stopped")
+	return err
+}
+
+func (w *Worker) closeAll() {
+	if w.temporal != nil {
+		w.temporal.Close()
+	}
+	if w.gateway != nil {
+		w.gateway.Close()
+	}
+	if w.store != nil {
+		w.store.Close()
+	}
+}
+
+func (w *Worker) healthz(rw http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	problems := map[string]string{}
+	if err := w.store.Pool().Ping(ctx); err != nil {
+		problems["postgres"] = err.Error()
+	}
+	if _, err := w.temporal.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
+		problems["temporal"] = err.Error()
+	}
+	body := map[string]any{"status": "ok", "breaker": w.Breaker.State().String()}
+	code := http.StatusOK
+	if len(problems) > 0 {
+		body["status"], body["problems"] = "degraded", problems
+		code = http.StatusServiceUnavailable
+	}
+	writeJSON(rw, code, body)
+}
+
+// openStore connects to Postgres, retrying while it is not up yet.
+func openStore(ctx context.Context, url string, logger *slog.Logger) (*store.Store, error) {
+	for {
+		st, err := store.Open(ctx, url)
+		if err == nil {
+			return st, nil
+		}
+		logger.Warn("waiting for PostgreSQL", "error", err.Error())
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("postgres not reachable: %w", err)
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+// dialTemporal connects to Temporal, retrying with a clear message while the
+// server is not up yet.
+func dialTemporal(ctx context.Context, opts client.Options, logger *slog.Logger) (client.Client, error) {
+	for {
+		dialCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		c, err := client.DialContext(dialCtx, opts)
+		cancel()
+		if err == nil {
+			return c, nil
+		}
+		logger.Warn("waiting for Temporal", "address", opts.HostPort, "error", err.Error())
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("temporal not reachable at %s: %w", opts.HostPort, err)
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
