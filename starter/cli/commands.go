@@ -285,7 +285,7 @@ func runCancel(ctx context.Context, args []string, env Env) error {
 	}
 	defer cl.Close()
 	id := workflows.PaymentWorkflowID(orderID)
-	desc, err := cl.DescribeWorkflowExecution(ctx, id, "")
+	desc, err := cl.DescribeWorkflow(ctx, id, "")
 	var notFound *serviceerror.NotFound
 	if errors.As(err, &notFound) {
 		return fmt.Errorf("unknown order %q", orderID)
@@ -293,7 +293,7 @@ func runCancel(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return fmt.Errorf("cancel %s: %v", orderID, rootCause(err))
 	}
-	if st := desc.GetWorkflowExecutionInfo().GetStatus(); st != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+	if st := desc.RawResponse.GetWorkflowExecutionInfo().GetStatus(); st != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		v := c.orderView(ctx, cl, orderID)
 		return fmt.Errorf("order %s already ended (%s, workflow %s): nothing to cancel", orderID, v.Status, strings.ToLower(st.String()))
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/sony/gobreaker/v2"
 	"go.temporal.io/sdk/client"
 
@@ -51,7 +52,7 @@ func NewMetrics() *Metrics {
 		}, []string{"code"}),
 	}
 	reg.MustRegister(m.breakerState, m.breakerChanges, m.gatewayCalls, m.lookupLatency, m.callbacks,
-		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.breakerState.WithLabelValues(activities.LookupBreakerName).Set(0)
 	return m
 }
