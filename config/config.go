@@ -81,13 +81,10 @@ func (c *Common) Validate() error {
 // MaskURL hides a URL's password.
 func MaskURL(raw string) string {
 	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		return raw
+	if err != nil {
+		return "(unparsable URL)"
 	}
-	if _, ok := u.User.Password(); ok {
-		u.User = url.UserPassword(u.User.Username(), "****")
-	}
-	return u.String()
+	return u.Redacted()
 }
 
 // MaskSecret shows only whether a secret is set, and whether it is the

@@ -3,6 +3,7 @@ package simulator
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -16,7 +17,10 @@ import (
 // Run is pgsim's main: it parses flags (defaults from the environment where
 // SPEC §6 names a variable), serves until ctx ends, then shuts down.
 func Run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	cfg, err := ParseFlags(args, getenv)
+	cfg, err := ParseFlags(args, getenv, stdout)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -41,9 +45,9 @@ func mask(secret []byte) string {
 }
 
 // ParseFlags reads pgsim's flags.
-func ParseFlags(args []string, getenv func(string) string) (Config, error) {
+func ParseFlags(args []string, getenv func(string) string, usage io.Writer) (Config, error) {
 	fs := flag.NewFlagSet("pgsim", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs.SetOutput(usage)
 	d := DefaultFaults()
 	cfg := Config{Faults: d}
 	var secret string
@@ -77,6 +81,9 @@ func ParseFlags(args []string, getenv func(string) string) (Config, error) {
 	fs.Float64Var(&f.Callback.DuplicateRate, "callback-duplicate-rate", 0, "share of callbacks sent twice")
 
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return Config{}, err
+		}
 		return Config{}, fmt.Errorf("pgsim: %w", err)
 	}
 	if fs.NArg() > 0 {

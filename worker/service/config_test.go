@@ -1,0 +1,68 @@
+package service_test
+
+import (
+	"io"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/payguard/payguard/config"
+	"github.com/payguard/payguard/gateway"
+	"github.com/payguard/payguard/worker/service"
+)
+
+func TestWorkerFlagDefaultsFollowTheSpec(t *testing.T) {
+	c, err := service.ParseFlags(nil, func(string) string { return "" }, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, config.Common{TemporalAddress: "127.0.0.1:7233", Namespace: "default", TaskQueue: "payments",
+		DatabaseURL: "postgres://postgres@127.0.0.1:5432/payguard?sslmode=disable", GatewayURL: "http://127.0.0.1:8090",
+		GatewaySecret: gateway.DevSecret, CallbackURL: "http://127.0.0.1:8081/callbacks/gateway"}, c.Common)
+	assert.Equal(t, "127.0.0.1:8081", c.HTTPAddr)
+	assert.Equal(t, time.Second, c.ConnectTimeout)
+	assert.Equal(t, 3*time.Second, c.ReadTimeout)
+	assert.Equal(t, 3, c.RequestAttempts)
+	assert.False(t, c.IdempotencyKeys)
+	assert.Equal(t, 10*time.Second, c.UnknownGrace)
+	assert.Equal(t, 5*time.Second, c.PollInitial)
+	assert.Equal(t, time.Minute, c.PollMax)
+	assert.Equal(t, 10*time.Second, c.Breaker.Window)
+	assert.EqualValues(t, 5, c.Breaker.MinCalls)
+	assert.Equal(t, 0.5, c.Breaker.FailureRate)
+	assert.Equal(t, 10*time.Second, c.Breaker.OpenFor)
+	assert.EqualValues(t, 3, c.Breaker.HalfOpenCalls)
+	tuning := c.Tuning()
+	assert.Greater(t, tuning.RequestTimeout, c.ConnectTimeout+c.ReadTimeout, "the HTTP timeout fires before the activity's")
+}
+
+func TestWorkerFlagsComeFromTheEnvironment(t *testing.T) {
+	env := map[string]string{"TEMPORAL_ADDRESS": "10.0.0.1:7233", "TASK_QUEUE": "q", "DATABASE_URL": "postgres://u:pw@db/x",
+		"GATEWAY_URL": "http://gw:1", "GATEWAY_SECRET": "s", "CALLBACK_URL": "http://me/cb", "TEMPORAL_NAMESPACE": "ns"}
+	c, err := service.ParseFlags([]string{"--breaker-open", "2s", "--idempotency-keys"}, func(k string) string { return env[k] }, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, "10.0.0.1:7233", c.TemporalAddress)
+	assert.Equal(t, "q", c.TaskQueue)
+	assert.Equal(t, "ns", c.Namespace)
+	assert.Equal(t, "http://gw:1", c.GatewayURL)
+	assert.Equal(t, 2*time.Second, c.Breaker.OpenFor)
+	assert.True(t, c.IdempotencyKeys)
+	attrs := c.LogAttrs()
+	assert.Contains(t, attrs, "postgres://u:xxxxx@db/x", "password masked")
+	assert.Contains(t, attrs, "****", "secret masked")
+	assert.NotContains(t, attrs, "pw")
+}
+
+func TestWorkerFlagsRejectBadValues(t *testing.T) {
+	for _, args := range [][]string{
+		{"--request-attempts", "0"},
+		{"--breaker-failure-rate", "1.5"},
+		{"--poll-initial", "2m", "--poll-max", "1m"},
+		{"--gateway-url", "gw:8090"},
+		{"--database-url", "mysql://x"},
+		{"--read-timeout", "0s"},
+	} {
+		_, err := service.ParseFlags(args, func(string) string { return "" }, io.Discard)
+		assert.Error(t, err, "%v", args)
+	}
+}
