@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,17 +39,26 @@ func TemporalCLI() (string, error) {
 	if p := os.Getenv("PAYGUARD_TEMPORAL_CLI"); p != "" {
 		return p, nil
 	}
+	root, err := ModuleRoot()
+	if err != nil {
+		return "", err
+	}
+	p := filepath.Join(root, "bin", "temporal")
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("no temporal CLI at %s: run `make tools`", p)
+	}
+	return p, nil
+}
+
+// ModuleRoot is the directory holding go.mod.
+func ModuleRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
 	}
 	for {
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			p := filepath.Join(dir, "bin", "temporal")
-			if _, err := os.Stat(p); err != nil {
-				return "", fmt.Errorf("no temporal CLI at %s: run `make tools`", p)
-			}
-			return p, nil
+			return dir, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
@@ -56,6 +66,34 @@ func TemporalCLI() (string, error) {
 		}
 		dir = parent
 	}
+}
+
+// BuildBinary builds one of payguard's commands (e.g. "./worker") into a
+// temporary directory and returns its path.
+func BuildBinary(t testing.TB, pkg string) string {
+	t.Helper()
+	root, err := ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), filepath.Base(pkg))
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
+	}
+	return out
+}
+
+// FreeAddr returns a loopback address nobody listens on right now.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }
 
 // Temporal returns a client of the test binary's dev server, started on
