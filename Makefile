@@ -13,7 +13,7 @@ TEMPORAL      := $(BIN)/temporal
 STATICCHECK   := $(BIN)/staticcheck
 WORKFLOWCHECK := $(BIN)/workflowcheck
 
-.PHONY: help tools postgres check fmt-check vet staticcheck workflowcheck test ci build demo dev-server
+.PHONY: help tools postgres check fmt-check vet staticcheck workflowcheck test ci build demo dev-server pgsim worker
 
 help:
 	@echo "make demo   - the outage demo on the real stack (see README)"
@@ -55,4 +55,18 @@ test: $(TEMPORAL) postgres
 ci: tools postgres check test
 
 build:
-	go build -o $(BIN)/ ./pgsim ./worker ./starter
+	go build -o $(BIN)/ ./pgsim ./worker ./starter ./demo
+
+# The main job: the outage demo on a real local stack (DEMO_EXIT=1 to exit when done).
+demo: $(TEMPORAL) postgres build
+	$(BIN)/demo
+
+# The pieces of the stack, one per terminal, for running it by hand.
+dev-server: $(TEMPORAL)
+	scripts/dev-server.sh
+
+pgsim:
+	go run ./pgsim
+
+worker: postgres
+	go run ./worker

@@ -133,3 +133,31 @@ const (
 	codeCheckViolation      = "23514"
 	codeUniqueViolation     = "23505"
 )
+
+// EnsureDatabase creates the database named in databaseURL when it is
+// missing, connecting to the server's "postgres" database to do so.
+func EnsureDatabase(ctx context.Context, databaseURL string) error {
+	cfg, err := pgx.ParseConfig(databaseURL)
+	if err != nil {
+		return fmt.Errorf("parse database url: %w", err)
+	}
+	name := cfg.Database
+	cfg.Database = "postgres"
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("connect to postgres: %w", err)
+	}
+	defer conn.Close(ctx)
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists); err != nil {
+		return err
+	}
+	if exists {
+		return nil
+	}
+	_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
+	if pgCode(err) == "42P04" { // created meanwhile by someone else
+		return nil
+	}
+	return err
+}

@@ -344,3 +344,13 @@ func TestConcurrentAttemptsSendAtMostOne(t *testing.T) {
 	assert.LessOrEqual(t, inFlight, 1)
 	assert.EqualValues(t, began.Load(), len(attempts), "every row is a begin that was allowed to send")
 }
+
+func TestEnsureDatabaseCreatesOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testenv.NewDatabase(t) // exists
+	require.NoError(t, store.EnsureDatabase(ctx, url))
+	s, err := store.Open(ctx, url)
+	require.NoError(t, err)
+	s.Close()
+}

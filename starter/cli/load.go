@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"os"
 	"slices"
 	"sort"
 	"strconv"
@@ -32,6 +33,10 @@ type LoadConfig struct {
 	MetricsURL  string        // the worker's /metrics, watched for breaker changes ("" to skip)
 	TaskQueue   string
 	IDPrefix    string
+	// OnBreakerChange, when set, hears each breaker change as it is seen.
+	OnBreakerChange func(BreakerChange)
+	// BeganAt, when set, is time zero of the run's offsets.
+	BeganAt time.Time
 }
 
 // Percentiles are latency figures in milliseconds.
@@ -99,7 +104,7 @@ func runLoad(ctx context.Context, args []string, env Env) error {
 	}
 	cfg.Products = splitList(*products)
 	cfg.TaskQueue = c.common.TaskQueue
-	if err := cfg.validate(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("load: %w", err)
 	}
 	if *stock >= 0 {
@@ -138,7 +143,8 @@ func splitList(s string) []string {
 	return out
 }
 
-func (cfg *LoadConfig) validate() error {
+// Validate checks the run and fills in defaults.
+func (cfg *LoadConfig) Validate() error {
 	switch {
 	case cfg.Rate <= 0 || math.IsInf(cfg.Rate, 0) || math.IsNaN(cfg.Rate):
 		return fmt.Errorf("--rate must be positive, got %v", cfg.Rate)
@@ -162,12 +168,15 @@ func (cfg *LoadConfig) validate() error {
 // RunLoad launches orders at a steady rate, shows a live progress line on
 // progress, waits for their final statuses and sums up.
 func RunLoad(ctx context.Context, cl client.Client, cfg LoadConfig, progress io.Writer) LoadSummary {
-	began := time.Now()
+	began := cfg.BeganAt
+	if began.IsZero() {
+		began = time.Now()
+	}
 	s := LoadSummary{Rate: cfg.Rate, DurationSec: cfg.Duration.Seconds(), Final: map[string]int{}, BeganAt: began}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	watchCtx, stopWatch := context.WithCancel(ctx)
-	breaker := &breakerWatch{url: cfg.MetricsURL, began: began, state: "closed"}
+	breaker := &breakerWatch{url: cfg.MetricsURL, began: began, state: "closed", notify: cfg.OnBreakerChange}
 	watchDone := make(chan struct{})
 	go func() { defer close(watchDone); breaker.run(watchCtx) }()
 
@@ -254,7 +263,7 @@ launch:
 			finals = append(finals, o.FinalMillis)
 		}
 	}
-	s.StartLatency, s.FinalLatency = percentiles(starts), percentiles(finals)
+	s.StartLatency, s.FinalLatency = Latencies(starts), Latencies(finals)
 	return s
 }
 
@@ -279,32 +288,51 @@ func finalsLine(m map[string]int) string {
 	return strings.Join(parts, "  ")
 }
 
-// startProgress redraws one status line every half second until stopped.
+// startProgress redraws one status line every half second until stopped;
+// where w is not a terminal it prints a plain line every five seconds.
 func startProgress(w io.Writer, line func() string) func() {
 	if w == nil {
 		return func() {}
+	}
+	every, redraw := 500*time.Millisecond, true
+	if f, ok := w.(*os.File); !ok || !isTerminal(f) {
+		every, redraw = 5*time.Second, false
 	}
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		t := time.NewTicker(500 * time.Millisecond)
+		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
 			select {
 			case <-done:
-				fmt.Fprintf(w, "\r\033[K%s\n", line())
+				if redraw {
+					fmt.Fprintf(w, "\r\033[K%s\n", line())
+				} else {
+					fmt.Fprintln(w, line())
+				}
 				return
 			case <-t.C:
-				fmt.Fprintf(w, "\r\033[K%s", line())
+				if redraw {
+					fmt.Fprintf(w, "\r\033[K%s", line())
+				} else {
+					fmt.Fprintln(w, line())
+				}
 			}
 		}
 	}()
 	return func() { close(done); wg.Wait() }
 }
 
-func percentiles(ms []float64) Percentiles {
+func isTerminal(f *os.File) bool {
+	info, err := f.Stat()
+	return err == nil && info.Mode()&os.ModeCharDevice != 0
+}
+
+// Latencies summarises millisecond samples.
+func Latencies(ms []float64) Percentiles {
 	if len(ms) == 0 {
 		return Percentiles{}
 	}
@@ -365,12 +393,13 @@ func pct(n, of int) float64 {
 // breakerWatch follows payguard_breaker_transitions_total on the worker's
 // /metrics and turns each increment into a timed change.
 type breakerWatch struct {
-	url   string
-	began time.Time
-	mu    sync.Mutex
-	state string
-	seen  map[string]float64
-	list  []BreakerChange
+	url    string
+	began  time.Time
+	mu     sync.Mutex
+	state  string
+	seen   map[string]float64
+	list   []BreakerChange
+	notify func(BreakerChange)
 }
 
 func (b *breakerWatch) current() string {
@@ -429,6 +458,9 @@ func (b *breakerWatch) scrape(ctx context.Context, baseline bool) {
 	for _, c := range fresh {
 		b.list = append(b.list, c)
 		b.state = c.To
+		if b.notify != nil {
+			b.notify(c)
+		}
 	}
 }
 

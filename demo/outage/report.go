@@ -1,0 +1,201 @@
+package outage
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/payguard/payguard/pgsim/simulator"
+	"github.com/payguard/payguard/starter/cli"
+)
+
+// Report is the demo's result: what the article measured, and the money.
+type Report struct {
+	Rate            float64             `json:"rate"`
+	DurationSeconds float64             `json:"durationSeconds"`
+	Gateway         []GatewayEvent      `json:"gatewayEvents"`
+	Breaker         []cli.BreakerChange `json:"breakerChanges"`
+	OutageToOpen    *float64            `json:"outageToOpenSeconds"`     // gateway down → breaker OPEN
+	RecoveryToClose *float64            `json:"recoveryToClosedSeconds"` // gateway up → breaker CLOSED
+	Started         int                 `json:"ordersStarted"`
+	FailedToStart   int                 `json:"ordersFailedToStart"`
+	Final           map[string]int      `json:"finalStatuses"`
+	Unfinished      int                 `json:"ordersUnfinished"`
+	// First-answer latency of orders placed while the breaker was closed vs open.
+	FirstAnswerClosed cli.Percentiles `json:"firstAnswerWhileClosed"`
+	FirstAnswerOpen   cli.Percentiles `json:"firstAnswerWhileOpen"`
+	FinalLatency      cli.Percentiles `json:"finalStatusLatency"`
+	// Lookup latency in the worker, by outcome: reaching the gateway vs refused by the open breaker.
+	LookupLatency map[string]LatencyMean `json:"lookupLatency"`
+	// The double-charge oracle, from the gateway's own books.
+	MaxCreateRequestsPerOrder int               `json:"maxCreateRequestsPerOrder"`
+	MaxTransactionsPerOrder   int               `json:"maxTransactionsPerOrder"`
+	OrdersChargedTwice        int               `json:"ordersChargedTwice"`
+	CreateRequestsHistogram   map[int]int       `json:"createRequestsPerOrder"`
+	Orders                    []cli.OrderSample `json:"orders"`
+}
+
+// LatencyMean is a histogram's count and mean.
+type LatencyMean struct {
+	Count  int     `json:"count"`
+	MeanMs float64 `json:"meanMs"`
+}
+
+// BuildReport sums a run up.
+func BuildReport(sum cli.LoadSummary, events []GatewayEvent, stats simulator.Stats, lookups map[string]LatencyMean) Report {
+	r := Report{Rate: sum.Rate, DurationSeconds: sum.DurationSec, Gateway: events, Breaker: sum.BreakerChanges,
+		Started: sum.Started, FailedToStart: sum.FailedToStart, Final: sum.Final, FinalLatency: sum.FinalLatency,
+		LookupLatency: lookups, CreateRequestsHistogram: map[int]int{}, Orders: sum.Orders}
+	r.Unfinished = sum.Final["UNFINISHED"]
+	var down, up *float64
+	for _, e := range events {
+		v := e.Offset
+		if e.Down && down == nil {
+			down = &v
+		}
+		if !e.Down && up == nil {
+			up = &v
+		}
+	}
+	for _, c := range sum.BreakerChanges {
+		if c.To == "open" && down != nil && r.OutageToOpen == nil && c.Offset >= *down {
+			v := round1(c.Offset - *down)
+			r.OutageToOpen = &v
+		}
+		if c.To == "closed" && up != nil && r.RecoveryToClose == nil && c.Offset >= *up {
+			v := round1(c.Offset - *up)
+			r.RecoveryToClose = &v
+		}
+	}
+	var closed, open []float64
+	for _, o := range sum.Orders {
+		if o.StartError != "" {
+			continue
+		}
+		if o.BreakerAtFire == "closed" {
+			closed = append(closed, o.StartMillis)
+		} else {
+			open = append(open, o.StartMillis)
+		}
+	}
+	r.FirstAnswerClosed, r.FirstAnswerOpen = cli.Latencies(closed), cli.Latencies(open)
+	for _, st := range stats.Orders {
+		r.CreateRequestsHistogram[st.CreateRequests]++
+		r.MaxCreateRequestsPerOrder = max(r.MaxCreateRequestsPerOrder, st.CreateRequests)
+		r.MaxTransactionsPerOrder = max(r.MaxTransactionsPerOrder, len(st.Transactions))
+		if st.Successful+st.Refunded > 1 || st.Successful > 1 {
+			r.OrdersChargedTwice++
+		}
+	}
+	return r
+}
+
+func round1(v float64) float64 { return float64(int(v*10+0.5)) / 10 }
+
+// Text renders the report for the terminal.
+func (r Report) Text() string {
+	var b strings.Builder
+	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(w, "\n  payguard outage demo: %.1f orders/s for %.0fs\n\n", r.Rate, r.DurationSeconds)
+	for _, e := range r.Gateway {
+		state := "UP"
+		if e.Down {
+			state = "DOWN"
+		}
+		fmt.Fprintf(w, "  gateway %s\tT+%.1fs\n", state, e.Offset)
+	}
+	for _, c := range r.Breaker {
+		fmt.Fprintf(w, "  breaker %s -> %s\tT+%.1fs\n", strings.ToUpper(c.From), strings.ToUpper(c.To), c.Offset)
+	}
+	fmt.Fprintf(w, "  outage -> OPEN\t%s\t(article: 2 s)\n", secs(r.OutageToOpen))
+	fmt.Fprintf(w, "  recovery -> CLOSED\t%s\t(article: HALF_OPEN 5 s after recovery, then 3 good calls)\n", secs(r.RecoveryToClose))
+	fmt.Fprintf(w, "\n  orders started\t%d\n", r.Started)
+	fmt.Fprintf(w, "  orders failed to start\t%d\t(article: 0%% HTTP failures)\n", r.FailedToStart)
+	keys := make([]string, 0, len(r.Final))
+	for k := range r.Final {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(w, "  final %s\t%d\n", k, r.Final[k])
+	}
+	fmt.Fprintf(w, "\n  first answer, breaker CLOSED\tp50 %.1f ms\tp95 %.1f ms\t(%d orders)\n", r.FirstAnswerClosed.P50, r.FirstAnswerClosed.P95, r.FirstAnswerClosed.Count)
+	fmt.Fprintf(w, "  first answer, breaker not CLOSED\tp50 %.1f ms\tp95 %.1f ms\t(%d orders)\n", r.FirstAnswerOpen.P50, r.FirstAnswerOpen.P95, r.FirstAnswerOpen.Count)
+	fmt.Fprintf(w, "  final status\tp50 %.0f ms\tp95 %.0f ms\tmax %.0f ms\n", r.FinalLatency.P50, r.FinalLatency.P95, r.FinalLatency.Max)
+	outcomes := make([]string, 0, len(r.LookupLatency))
+	for k := range r.LookupLatency {
+		outcomes = append(outcomes, k)
+	}
+	sort.Strings(outcomes)
+	for _, k := range outcomes {
+		l := r.LookupLatency[k]
+		fmt.Fprintf(w, "  status lookup, %s\tmean %.2f ms\t(%d calls)\n", k, l.MeanMs, l.Count)
+	}
+	fmt.Fprintf(w, "\n  create requests per order (max)\t%d\n", r.MaxCreateRequestsPerOrder)
+	fmt.Fprintf(w, "  transactions per order (max)\t%d\t(must be 1: never a second create that reached the gateway)\n", r.MaxTransactionsPerOrder)
+	fmt.Fprintf(w, "  orders charged twice\t%d\n", r.OrdersChargedTwice)
+	w.Flush()
+	return b.String()
+}
+
+func secs(v *float64) string {
+	if v == nil {
+		return "not seen"
+	}
+	return fmt.Sprintf("%.1f s", *v)
+}
+
+// ScrapeLookupLatency reads the worker's lookup histogram: count and mean
+// per outcome (ok, unreachable, breaker_open, ...).
+func ScrapeLookupLatency(ctx context.Context, metricsURL string) (map[string]LatencyMean, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, metricsURL, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	sums, counts := map[string]float64{}, map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		var target map[string]float64
+		switch {
+		case strings.HasPrefix(line, "payguard_lookup_duration_seconds_sum{"):
+			target = sums
+		case strings.HasPrefix(line, "payguard_lookup_duration_seconds_count{"):
+			target = counts
+		default:
+			continue
+		}
+		open := strings.Index(line, "{")
+		labels, value, ok := strings.Cut(line[open+1:], "} ")
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			continue
+		}
+		for _, part := range strings.Split(labels, ",") {
+			if k, val, ok := strings.Cut(part, "="); ok && k == "outcome" {
+				target[strings.Trim(val, `"`)] += v
+			}
+		}
+	}
+	out := map[string]LatencyMean{}
+	for k, n := range counts {
+		if n > 0 {
+			out[k] = LatencyMean{Count: int(n), MeanMs: round1(sums[k]/n*1000*100) / 100}
+		}
+	}
+	return out, sc.Err()
+}

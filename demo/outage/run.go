@@ -1,0 +1,264 @@
+package outage
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+
+	"github.com/payguard/payguard/config"
+	"github.com/payguard/payguard/starter/cli"
+	"github.com/payguard/payguard/store"
+	"github.com/payguard/payguard/workflows"
+)
+
+// Ports of the local stack (SPEC §4–6 defaults).
+const (
+	temporalAddr = "127.0.0.1:7233"
+	uiAddr       = "127.0.0.1:8233"
+	gatewayAddr  = "127.0.0.1:8090"
+	adminAddr    = "127.0.0.1:8091"
+	workerAddr   = "127.0.0.1:8081"
+)
+
+// Options of the demo command.
+type Options struct {
+	Rate     float64
+	Duration time.Duration
+	DownAt   time.Duration
+	UpAt     time.Duration
+	Deadline time.Duration
+	Out      string
+	Bin      string
+	Exit     bool
+}
+
+// Run is the demo's main: start the stack, run the outage, report, then keep
+// the stack up for the UI until Ctrl-C (or exit at once with --exit).
+func Run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	var o Options
+	fs.Float64Var(&o.Rate, "rate", 3, "orders per second")
+	fs.DurationVar(&o.Duration, "duration", 60*time.Second, "how long orders are placed")
+	fs.DurationVar(&o.DownAt, "down-at", 15*time.Second, "when the gateway goes down")
+	fs.DurationVar(&o.UpAt, "up-at", 30*time.Second, "when it comes back")
+	fs.DurationVar(&o.Deadline, "deadline", 2*time.Minute, "each order's deadline")
+	fs.StringVar(&o.Out, "out", "demo-out", "where the logs, report and picture go")
+	fs.StringVar(&o.Bin, "bin", "bin", "where temporal, pgsim and worker binaries are")
+	fs.BoolVar(&o.Exit, "exit", getenv("DEMO_EXIT") == "1", "exit when done instead of keeping the stack up (env DEMO_EXIT=1)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	say := func(format string, a ...any) { fmt.Fprintf(stdout, format+"\n", a...) }
+	if f, ok := stdout.(*os.File); ok {
+		if info, err := f.Stat(); err == nil && info.Mode()&os.ModeCharDevice != 0 {
+			// Clear the live progress line first.
+			say = func(format string, a ...any) { fmt.Fprintf(stdout, "\r\033[K"+format+"\n", a...) }
+		}
+	}
+	if err := os.MkdirAll(o.Out, 0o755); err != nil {
+		return err
+	}
+	for _, addr := range []string{temporalAddr, uiAddr, gatewayAddr, adminAddr, workerAddr} {
+		if l, err := net.Listen("tcp", addr); err != nil {
+			return fmt.Errorf("port %s is taken (another payguard stack or dev server running?): stop it first", addr)
+		} else {
+			l.Close()
+		}
+	}
+	dbURL := config.Env(getenv, "DATABASE_URL", config.DefaultDatabaseURL)
+	if err := store.EnsureDatabase(ctx, dbURL); err != nil {
+		return fmt.Errorf("postgres (run `make postgres`): %w", err)
+	}
+	procs := &processes{out: o.Out}
+	defer procs.stopAll(say)
+
+	say("Starting the Temporal dev server (UI http://%s)...", uiAddr)
+	dbFile := filepath.Join(o.Out, "temporal.db")
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		_ = os.Remove(dbFile + suffix)
+	}
+	if err := procs.start("temporal", filepath.Join(o.Bin, "temporal"), "server", "start-dev", "--ip", "127.0.0.1", "--port", "7233",
+		"--ui-port", "8233", "--db-filename", dbFile, "--log-level", "warn",
+		"--search-attribute", "OrderStatus=Keyword", "--search-attribute", "PaymentStatus=Keyword",
+		"--dynamic-config-value", "history.transferProcessorMaxPollRPS=200",
+		"--dynamic-config-value", "matching.numTaskqueueReadPartitions=1",
+		"--dynamic-config-value", "matching.numTaskqueueWritePartitions=1",
+		"--sqlite-pragma", "journal_mode=WAL", "--sqlite-pragma", "synchronous=NORMAL"); err != nil {
+		return err
+	}
+	cl, err := dialTemporal(ctx, 90*time.Second)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+
+	say("Starting pgsim (gateway %s, admin %s) and the worker (%s)...", gatewayAddr, adminAddr, workerAddr)
+	if err := procs.start("pgsim", filepath.Join(o.Bin, "pgsim"), "--seed", "1"); err != nil {
+		return err
+	}
+	if err := waitHTTP(ctx, "http://"+adminAddr+"/admin/faults", 30*time.Second); err != nil {
+		return fmt.Errorf("pgsim did not come up (see %s): %w", procs.logPath("pgsim"), err)
+	}
+	if err := procs.start("worker", filepath.Join(o.Bin, "worker")); err != nil {
+		return err
+	}
+	if err := waitHTTP(ctx, "http://"+workerAddr+"/healthz", 60*time.Second); err != nil {
+		return fmt.Errorf("worker did not come up (see %s): %w", procs.logPath("worker"), err)
+	}
+
+	products := []string{"P1", "P2", "P3"}
+	st, err := store.Open(ctx, dbURL)
+	if err != nil {
+		return err
+	}
+	for _, p := range products {
+		if _, err := st.SetStock(ctx, p, 100_000); err != nil {
+			st.Close()
+			return err
+		}
+	}
+	st.Close()
+
+	say("Stack is up. Temporal UI: http://%s  (filter: OrderStatus=\"CANCELLED\")", uiAddr)
+	say("Outage scenario: %.0f orders/s for %s; gateway down at T+%s, back at T+%s.", o.Rate, o.Duration, o.DownAt, o.UpAt)
+	scenario := Scenario{
+		Load: cli.LoadConfig{Rate: o.Rate, Duration: o.Duration, Products: products, TaskQueue: workflows.TaskQueue,
+			Order:       cli.OrderFlags{Qty: 1, Amount: 12_000, User: "demo-user", CardType: "SAMSUNG", CardNo: "1234-5678-9814-1451", Deadline: o.Deadline},
+			WaitTimeout: o.Deadline + time.Minute},
+		DownAt: o.DownAt, UpAt: o.UpAt, AdminURL: "http://" + adminAddr, MetricsURL: "http://" + workerAddr + "/metrics", Say: say,
+	}
+	sum, events, stats, err := scenario.Run(ctx, cl, stdout)
+	if err != nil {
+		return err
+	}
+	lookups, err := ScrapeLookupLatency(context.Background(), "http://"+workerAddr+"/metrics")
+	if err != nil {
+		return err
+	}
+	report := BuildReport(sum, events, stats, lookups)
+	fmt.Fprint(stdout, report.Text())
+	jsonPath, svgPath := filepath.Join(o.Out, "report.json"), filepath.Join(o.Out, "timeline.svg")
+	raw, _ := json.MarshalIndent(report, "", "  ")
+	if err := os.WriteFile(jsonPath, raw, 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(svgPath, []byte(report.SVG()), 0o644); err != nil {
+		return err
+	}
+	say("\nReport:   %s\nTimeline: %s\nLogs:     %s/{temporal,pgsim,worker}.log", jsonPath, svgPath, o.Out)
+	if o.Exit || ctx.Err() != nil {
+		return nil
+	}
+	say("Temporal UI: http://%s — the stack stays up; press Ctrl-C to stop everything.", uiAddr)
+	<-ctx.Done()
+	return nil
+}
+
+func dialTemporal(ctx context.Context, within time.Duration) (client.Client, error) {
+	deadline := time.Now().Add(within)
+	for {
+		dialCtx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		cl, err := client.DialContext(dialCtx, client.Options{HostPort: temporalAddr, Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+		cancel()
+		if err == nil {
+			return cl, nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return nil, fmt.Errorf("temporal dev server did not come up: %w", err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+func waitHTTP(ctx context.Context, url string, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			err = fmt.Errorf("HTTP %d", resp.StatusCode)
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// processes are the demo's children, stopped in reverse order.
+type processes struct {
+	out  string
+	mu   sync.Mutex
+	list []*exec.Cmd
+	logs []*os.File
+}
+
+func (p *processes) logPath(name string) string { return filepath.Join(p.out, name+".log") }
+
+func (p *processes) start(name, path string, args ...string) error {
+	if _, err := os.Stat(path); err != nil {
+		return fmt.Errorf("%s binary not found at %s (run `make build tools`): %w", name, path, err)
+	}
+	logFile, err := os.Create(p.logPath(name))
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(path, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// Own process group: the terminal's Ctrl-C reaches only the demo, which
+	// then stops its children in order.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return fmt.Errorf("start %s: %w", name, err)
+	}
+	p.mu.Lock()
+	p.list = append(p.list, cmd)
+	p.logs = append(p.logs, logFile)
+	p.mu.Unlock()
+	return nil
+}
+
+func (p *processes) stopAll(say func(string, ...any)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i := len(p.list) - 1; i >= 0; i-- {
+		cmd := p.list[i]
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+		p.logs[i].Close()
+	}
+	if len(p.list) > 0 {
+		say("Stopped everything the demo started.")
+	}
+	p.list, p.logs = nil, nil
+}

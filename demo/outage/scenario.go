@@ -1,0 +1,128 @@
+// Package outage reproduces the first article's experiment on payguard: a
+// steady stream of orders while the gateway goes down and comes back, with
+// the lookup breaker's life (CLOSED → OPEN → HALF_OPEN → CLOSED) timed, the
+// latencies compared, and the money checked (no order charged twice, stock
+// conserved). `make demo` runs it on a real local stack; the end-to-end
+// tests run a shortened one.
+package outage
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/payguard/payguard/pgsim/simulator"
+	"github.com/payguard/payguard/starter/cli"
+)
+
+// Scenario is one outage run.
+type Scenario struct {
+	Load       cli.LoadConfig
+	DownAt     time.Duration // gateway taken down this long after the first order
+	UpAt       time.Duration // and brought back here
+	AdminURL   string        // pgsim's admin API
+	MetricsURL string        // the worker's /metrics
+	// Say prints a line as things happen (outage, breaker changes).
+	Say func(format string, args ...any)
+}
+
+// GatewayEvent is the outage as the scenario caused it.
+type GatewayEvent struct {
+	Offset float64 `json:"offsetSeconds"`
+	Down   bool    `json:"down"`
+}
+
+// Run launches the load, causes the outage and returns the load's summary
+// with the gateway's own statistics.
+func (s Scenario) Run(ctx context.Context, cl client.Client, progress io.Writer) (cli.LoadSummary, []GatewayEvent, simulator.Stats, error) {
+	if s.Say == nil {
+		s.Say = func(string, ...any) {}
+	}
+	if err := s.Load.Validate(); err != nil {
+		return cli.LoadSummary{}, nil, simulator.Stats{}, err
+	}
+	if !(0 < s.DownAt && s.DownAt < s.UpAt) {
+		return cli.LoadSummary{}, nil, simulator.Stats{}, fmt.Errorf("want 0 < down-at < up-at, got %s and %s", s.DownAt, s.UpAt)
+	}
+	var events []GatewayEvent
+	began := time.Now()
+	outageDone := make(chan error, 1)
+	outageCtx, stopOutage := context.WithCancel(ctx)
+	defer stopOutage()
+	go func() {
+		for _, step := range []struct {
+			at   time.Duration
+			down bool
+		}{{s.DownAt, true}, {s.UpAt, false}} {
+			select {
+			case <-outageCtx.Done():
+				outageDone <- nil
+				return
+			case <-time.After(time.Until(began.Add(step.at))):
+			}
+			if err := patchDown(outageCtx, s.AdminURL, step.down); err != nil {
+				outageDone <- err
+				return
+			}
+			events = append(events, GatewayEvent{Offset: time.Since(began).Seconds(), Down: step.down})
+			if step.down {
+				s.Say("T+%5.1fs  gateway DOWN (pgsim closes its port)", time.Since(began).Seconds())
+			} else {
+				s.Say("T+%5.1fs  gateway UP again", time.Since(began).Seconds())
+			}
+		}
+		outageDone <- nil
+	}()
+	load := s.Load
+	load.MetricsURL = s.MetricsURL
+	load.OnBreakerChange = func(c cli.BreakerChange) {
+		s.Say("T+%5.1fs  breaker %s -> %s", c.Offset, strings.ToUpper(c.From), strings.ToUpper(c.To))
+	}
+	load.BeganAt = began
+	summary := cli.RunLoad(ctx, cl, load, progress)
+	stopOutage()
+	if err := <-outageDone; err != nil {
+		return summary, events, simulator.Stats{}, err
+	}
+	// Whatever happened, leave the gateway up.
+	_ = patchDown(context.Background(), s.AdminURL, false)
+	stats, err := gatewayStats(ctx, s.AdminURL)
+	return summary, events, stats, err
+}
+
+func patchDown(ctx context.Context, adminURL string, down bool) error {
+	body := fmt.Sprintf(`{"down":%v}`, down)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPatch, adminURL+"/admin/faults", strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("pgsim admin: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("pgsim admin: PATCH faults answered %d", resp.StatusCode)
+	}
+	return nil
+}
+
+func gatewayStats(ctx context.Context, adminURL string) (simulator.Stats, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, adminURL+"/admin/stats", nil)
+	if err != nil {
+		return simulator.Stats{}, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return simulator.Stats{}, fmt.Errorf("pgsim admin: %w", err)
+	}
+	defer resp.Body.Close()
+	var st simulator.Stats
+	return st, json.NewDecoder(resp.Body).Decode(&st)
+}

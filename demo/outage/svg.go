@@ -1,0 +1,119 @@
+package outage
+
+import (
+	"fmt"
+	"html"
+	"math"
+	"strings"
+)
+
+// stateColors follow the Grafana panel of the article.
+var stateColors = map[string]string{"closed": "#2e7d32", "open": "#c62828", "half-open": "#f9a825"}
+
+var finalColors = map[string]string{"CONFIRMED": "#2e7d32", "FAILED": "#6a1b9a", "CANCELLED": "#ef6c00",
+	"REJECTED": "#455a64", "UNFINISHED": "#000000", "ERROR": "#000000", "NOT_STARTED": "#c62828"}
+
+// SVG draws the run: the gateway's outage and the breaker's state on top,
+// each order's time to its final status (log scale) below.
+func (r Report) SVG() string {
+	const (
+		width, left, right = 1000.0, 70.0, 20.0
+		bandTop, bandH     = 50.0, 40.0
+		plotTop, plotH     = 150.0, 240.0
+		height             = 460.0
+	)
+	span := math.Max(r.DurationSeconds, 1) * 1.05
+	for _, o := range r.Orders {
+		span = math.Max(span, o.StartOffset*1.05)
+	}
+	x := func(sec float64) float64 { return left + (width-left-right)*sec/span }
+	minMs, maxMs := 10.0, 100_000.0
+	y := func(ms float64) float64 {
+		ms = math.Min(math.Max(ms, minMs), maxMs)
+		return plotTop + plotH - plotH*(math.Log10(ms)-math.Log10(minMs))/(math.Log10(maxMs)-math.Log10(minMs))
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="12">`+"\n", width, height)
+	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="#ffffff"/>`+"\n")
+	fmt.Fprintf(&b, `<text x="%.0f" y="24" font-size="16" font-weight="bold">payguard outage demo: %.1f orders/s for %.0f s</text>`+"\n", left, r.Rate, r.DurationSeconds)
+
+	// Breaker state band.
+	fmt.Fprintf(&b, `<text x="8" y="%.0f">breaker</text>`+"\n", bandTop+bandH/2+4)
+	state, from := "closed", 0.0
+	for _, c := range r.Breaker {
+		fmt.Fprintf(&b, `<rect x="%.1f" y="%.0f" width="%.1f" height="%.0f" fill="%s"/>`+"\n", x(from), bandTop, math.Max(x(c.Offset)-x(from), 0.5), bandH, stateColors[state])
+		state, from = c.To, c.Offset
+	}
+	fmt.Fprintf(&b, `<rect x="%.1f" y="%.0f" width="%.1f" height="%.0f" fill="%s"/>`+"\n", x(from), bandTop, math.Max(x(span)-x(from), 0.5), bandH, stateColors[state])
+	for _, c := range r.Breaker {
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.0f" font-size="10">%s</text>`+"\n", x(c.Offset)+2, bandTop-4, strings.ToUpper(c.To))
+	}
+
+	// Gateway outage, shaded over both panels.
+	var downAt *float64
+	for _, e := range r.Gateway {
+		v := e.Offset
+		if e.Down {
+			downAt = &v
+			continue
+		}
+		if downAt != nil {
+			fmt.Fprintf(&b, `<rect x="%.1f" y="%.0f" width="%.1f" height="%.0f" fill="#000000" fill-opacity="0.08"/>`+"\n", x(*downAt), bandTop-20, x(v)-x(*downAt), plotTop+plotH-bandTop+20)
+			fmt.Fprintf(&b, `<text x="%.1f" y="%.0f" font-size="11">gateway down</text>`+"\n", x(*downAt)+4, plotTop+14)
+			downAt = nil
+		}
+	}
+
+	// Final-status latency per order.
+	fmt.Fprintf(&b, `<text x="8" y="%.0f" transform="rotate(-90 12 %.0f)">time to final status</text>`+"\n", plotTop+plotH/2+60, plotTop+plotH/2)
+	for _, ms := range []float64{10, 100, 1000, 10000, 100000} {
+		fmt.Fprintf(&b, `<line x1="%.0f" x2="%.0f" y1="%.1f" y2="%.1f" stroke="#dddddd"/>`+"\n", left, width-right, y(ms), y(ms))
+		fmt.Fprintf(&b, `<text x="%.0f" y="%.1f" text-anchor="end" font-size="10">%s</text>`+"\n", left-4, y(ms)+3, msLabel(ms))
+	}
+	for _, o := range r.Orders {
+		ms := o.FinalMillis
+		if ms == 0 {
+			ms = maxMs
+		}
+		fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s" fill-opacity="0.8"><title>%s %s %.0f ms</title></circle>`+"\n",
+			x(o.StartOffset), y(ms), colorOf(o.Final), html.EscapeString(o.OrderID), o.Final, o.FinalMillis)
+	}
+	for sec := 0.0; sec <= span; sec += tick(span) {
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.0f" text-anchor="middle" font-size="10">%.0fs</text>`+"\n", x(sec), plotTop+plotH+16, sec)
+	}
+	// Legend.
+	lx := left
+	for _, k := range []string{"CONFIRMED", "FAILED", "CANCELLED", "REJECTED", "UNFINISHED"} {
+		fmt.Fprintf(&b, `<circle cx="%.0f" cy="%.0f" r="4" fill="%s"/><text x="%.0f" y="%.0f">%s</text>`+"\n", lx, height-30, finalColors[k], lx+8, height-26, k)
+		lx += 110
+	}
+	for _, k := range []string{"closed", "open", "half-open"} {
+		fmt.Fprintf(&b, `<rect x="%.0f" y="%.0f" width="10" height="10" fill="%s"/><text x="%.0f" y="%.0f">%s</text>`+"\n", lx, height-35, stateColors[k], lx+14, height-26, strings.ToUpper(k))
+		lx += 100
+	}
+	b.WriteString("</svg>\n")
+	return b.String()
+}
+
+func colorOf(final string) string {
+	if c, ok := finalColors[final]; ok {
+		return c
+	}
+	return "#000000"
+}
+
+func msLabel(ms float64) string {
+	if ms >= 1000 {
+		return fmt.Sprintf("%.0fs", ms/1000)
+	}
+	return fmt.Sprintf("%.0fms", ms)
+}
+
+func tick(span float64) float64 {
+	for _, t := range []float64{1, 2, 5, 10, 15, 30, 60, 120} {
+		if span/t <= 12 {
+			return t
+		}
+	}
+	return 300
+}
