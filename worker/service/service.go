@@ -58,6 +58,8 @@ type Worker struct {
 	served   chan error
 	Metrics  *Metrics
 	Breaker  *gobreaker.CircuitBreaker[any]
+	// Activities are the worker's activities, sharing its breaker.
+	Activities *activities.Activities
 }
 
 // Start connects everything and starts serving. It waits for Temporal to
@@ -95,6 +97,7 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error
 		w.Metrics.BreakerChanged(name, from, to)
 	})
 	acts := activities.New(st, w.gateway, w.Breaker, activities.Config{CallbackURL: cfg.CallbackURL, IdempotencyKeys: cfg.IdempotencyKeys}, w.Metrics)
+	w.Activities = acts
 
 	w.temporal, err = dialTemporal(ctx, client.Options{
 		HostPort: cfg.TemporalAddress, Namespace: cfg.Namespace,

@@ -1,0 +1,180 @@
+package e2e_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/payguard/payguard/activities"
+	"github.com/payguard/payguard/demo/outage"
+	"github.com/payguard/payguard/internal/testenv"
+	"github.com/payguard/payguard/pgsim/simulator"
+	"github.com/payguard/payguard/starter/cli"
+	"github.com/payguard/payguard/status"
+	"github.com/payguard/payguard/store"
+	"github.com/payguard/payguard/worker/service"
+)
+
+// The first article's lifecycle, shortened: orders keep coming while the
+// gateway goes down and comes back; the breaker goes CLOSED → OPEN →
+// HALF_OPEN → CLOSED; no order fails to start, every order ends, none is
+// charged twice, and the stock adds up.
+func TestArticle1OutageLifecycle(t *testing.T) {
+	t.Parallel()
+	f := testenv.QuietFaults()
+	f.Latency = simulator.Range{Min: simulator.Duration(20 * time.Millisecond), Max: simulator.Duration(80 * time.Millisecond)}
+	f.Create.ErrorRate = 0.2
+	f.Processing = simulator.Processing{Min: simulator.Duration(200 * time.Millisecond), Max: simulator.Duration(time.Second), SuccessRate: 0.7}
+	f.Callback.DropRate = 0.5 // half the answers must come from polling: lookups keep coming
+	s := testenv.NewStack(t, f, func(c *service.Config) {
+		c.PollInitial, c.PollMax = 300*time.Millisecond, time.Second
+		c.UnknownGrace = time.Second
+		c.Breaker = activities.BreakerSettings{Window: 3 * time.Second, MinCalls: 5, FailureRate: 0.5, OpenFor: 2 * time.Second, HalfOpenCalls: 3}
+	})
+	products := []string{"A1", "A2"}
+	for _, p := range products {
+		setStock(t, s, p, 1000)
+	}
+	scenario := outage.Scenario{
+		Load: cli.LoadConfig{Rate: 8, Duration: 12 * time.Second, Products: products, TaskQueue: s.TaskQueue,
+			Order:       cli.OrderFlags{Qty: 1, Amount: 5000, User: "u", CardType: "KB", CardNo: "1234-5678-9012-3456", Deadline: 20 * time.Second},
+			WaitTimeout: 40 * time.Second},
+		DownAt: 3 * time.Second, UpAt: 7 * time.Second, AdminURL: s.Sim.AdminURL(), MetricsURL: s.MetricsURL(),
+		Say: t.Logf,
+	}
+	sum, events, stats, err := scenario.Run(context.Background(), testenv.Temporal(t), nil)
+	require.NoError(t, err)
+	lookups, err := outage.ScrapeLookupLatency(context.Background(), s.MetricsURL())
+	require.NoError(t, err)
+	report := outage.BuildReport(sum, events, stats, lookups)
+	t.Log(report.Text())
+
+	tr := transitions(t, s)
+	assert.GreaterOrEqual(t, tr["closed|open"], 1.0, "CLOSED -> OPEN")
+	assert.GreaterOrEqual(t, tr["open|half-open"], 1.0, "OPEN -> HALF_OPEN")
+	assert.GreaterOrEqual(t, tr["half-open|closed"], 1.0, "HALF_OPEN -> CLOSED")
+	assert.Contains(t, metrics(t, s), `payguard_breaker_state{breaker="gateway-lookup"} 0`, "closed at the end")
+
+	assert.Equal(t, 96, sum.Started+sum.FailedToStart)
+	assert.Zero(t, sum.FailedToStart, "no order failed to start")
+	finals := 0
+	for st, n := range sum.Final {
+		assert.Contains(t, []string{"CONFIRMED", "FAILED", "CANCELLED", "REJECTED"}, st, "every order ends in a final status")
+		finals += n
+	}
+	assert.Equal(t, sum.Started, finals)
+	assert.Zero(t, report.OrdersChargedTwice, "no order charged twice")
+	assert.LessOrEqual(t, report.MaxTransactionsPerOrder, 1, "never a second create that reached the gateway")
+
+	// Stock: conserved, nothing left reserved, sold = confirmed.
+	var sold int64
+	for _, p := range products {
+		st := stockOf(t, s, p)
+		assert.Equal(t, st.Total, st.Available+st.Reserved+st.Sold)
+		assert.Zero(t, st.Reserved, "no stock left held")
+		sold += st.Sold
+	}
+	assert.Equal(t, int64(sum.Final["CONFIRMED"]), sold)
+	// The gateway's books agree: each CONFIRMED order has exactly one SUCCESS.
+	confirmed := 0
+	for _, o := range sum.Orders {
+		if o.Final == "CONFIRMED" {
+			confirmed++
+			assert.Equal(t, 1, stats.Orders[o.OrderID].Successful, o.OrderID)
+		} else {
+			assert.Zero(t, stats.Orders[o.OrderID].Successful, "%s is %s but charged", o.OrderID, o.Final)
+		}
+	}
+	assert.Equal(t, sum.Final["CONFIRMED"], confirmed)
+}
+
+// The second article's contrast: a gateway that holds every answer costs an
+// order one read timeout, not 30 s; and while the lookup breaker is open,
+// lookups fail fast.
+func TestArticle2HangingGatewayCostsTheReadTimeoutThenFailsFast(t *testing.T) {
+	t.Parallel()
+	f := quietSlow()
+	f.Create.TimeoutRate, f.Create.TimeoutDelay = 1, simulator.Duration(30*time.Second)
+	f.Lookup.TimeoutRate, f.Lookup.TimeoutDelay = 1, simulator.Duration(30*time.Second)
+	readTimeout := 2 * time.Second
+	s := testenv.NewStack(t, f, func(c *service.Config) {
+		c.ReadTimeout = readTimeout
+		c.PollInitial, c.PollMax = 200*time.Millisecond, 200*time.Millisecond
+		c.Breaker = activities.BreakerSettings{Window: 30 * time.Second, MinCalls: 2, FailureRate: 0.5, OpenFor: time.Minute, HalfOpenCalls: 3}
+	})
+	setStock(t, s, "P1", 5)
+	start := time.Now()
+	placeOrder(t, s, "a2-1", "P1", 1)
+	waitOrder(t, s, "a2-1", status.OrderPending, 30*time.Second)
+	attempts, err := s.Store.Attempts(context.Background(), "a2-1")
+	require.NoError(t, err)
+	require.Len(t, attempts, 1)
+	require.NotNil(t, attempts[0].AnsweredAt)
+	took := attempts[0].AnsweredAt.Sub(attempts[0].SentAt)
+	t.Logf("create with a hanging gateway returned after %s (read timeout %s; article without a breaker: 31 s)", took.Round(time.Millisecond), readTimeout)
+	assert.Equal(t, store.OutcomeUnknown, attempts[0].Outcome, "a read timeout is an unknown outcome")
+	assert.GreaterOrEqual(t, took, readTimeout)
+	assert.Less(t, took, readTimeout+3*time.Second, "the read timeout, not the gateway's 30 s")
+	assert.Less(t, time.Since(start), 20*time.Second)
+
+	testenv.Eventually(t, 30*time.Second, func() bool { return transitions(t, s)["closed|open"] >= 1 }, "breaker open after hanging lookups")
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		l, err := outage.ScrapeLookupLatency(context.Background(), s.MetricsURL())
+		return err == nil && l["breaker_open"].Count >= 3
+	}, "lookups refused by the open breaker")
+	l, err := outage.ScrapeLookupLatency(context.Background(), s.MetricsURL())
+	require.NoError(t, err)
+	t.Logf("lookup latency: hanging gateway mean %.1f ms (%d), open breaker mean %.3f ms (%d) (article: 31 s vs 13 ms)",
+		l["unknown"].MeanMs, l["unknown"].Count, l["breaker_open"].MeanMs, l["breaker_open"].Count)
+	o, err := s.Store.GetOrder(context.Background(), "a2-1")
+	require.NoError(t, err)
+	assert.Equal(t, status.OrderPending, o.Status, "still waiting: lookup unavailable is not payment failed")
+	assert.Equal(t, 1, s.Sim.Stats().Orders["a2-1"].CreateRequests, "no blind re-send")
+}
+
+// A read timeout on create where the gateway did charge: the transaction is
+// found by order id, exactly one exists, and the order is CONFIRMED.
+func TestReadTimeoutButChargedIsFoundByOrderID(t *testing.T) {
+	t.Parallel()
+	f := testenv.QuietFaults()
+	f.Create.TimeoutRate, f.Create.TimeoutDelay = 1, simulator.Duration(30*time.Second)
+	f.Processing = simulator.Processing{Min: simulator.Duration(300 * time.Millisecond), Max: simulator.Duration(300 * time.Millisecond), SuccessRate: 1}
+	f.Callback.DropRate = 1 // so the answer must come from the lookup by order id
+	s := testenv.NewStack(t, f, nil)
+	setStock(t, s, "P1", 5)
+	placeOrder(t, s, "rt-1", "P1", 2)
+	o := waitOrder(t, s, "rt-1", status.OrderConfirmed, 30*time.Second)
+	st := s.Sim.Stats().Orders["rt-1"]
+	assert.Equal(t, 1, st.CreateRequests)
+	require.Len(t, st.Transactions, 1, "exactly one transaction")
+	assert.Equal(t, st.Transactions[0], o.TransactionKey)
+	events, err := s.Store.Events(context.Background(), "rt-1")
+	require.NoError(t, err)
+	var found bool
+	for _, e := range events {
+		found = found || e.Cause == "transaction found by lookup"
+	}
+	assert.True(t, found, "the transaction was found by order id")
+	assert.Equal(t, store.Stock{ProductID: "P1", Total: 5, Available: 3, Sold: 2}, stockOf(t, s, "P1"))
+}
+
+// The deadline: a payment that never resolves is cancelled at the gateway and
+// its stock released when the order's deadline passes.
+func TestDeadlineCancelsAtTheGatewayAndReleases(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStack(t, quietSlow(), nil)
+	setStock(t, s, "P1", 5)
+	placeOrder(t, s, "dl-1", "P1", 2, "--deadline", "3s")
+	waitOrder(t, s, "dl-1", status.OrderPending, 30*time.Second)
+	assert.Equal(t, int64(3), stockOf(t, s, "P1").Available)
+	o := waitOrder(t, s, "dl-1", status.OrderCancelled, 30*time.Second)
+	assert.Equal(t, status.PaymentCancelled, o.PaymentStatus)
+	assert.Equal(t, store.ReservationReleased, o.Reservation)
+	assert.Equal(t, store.Stock{ProductID: "P1", Total: 5, Available: 5}, stockOf(t, s, "P1"))
+	st := s.Sim.Stats().Orders["dl-1"]
+	assert.Equal(t, 1, st.Cancelled, "cancelled at the gateway")
+	assert.Zero(t, st.Successful)
+}
