@@ -13,7 +13,7 @@ TEMPORAL      := $(BIN)/temporal
 STATICCHECK   := $(BIN)/staticcheck
 WORKFLOWCHECK := $(BIN)/workflowcheck
 
-.PHONY: help tools postgres check fmt-check vet staticcheck workflowcheck test ci build demo dev-server pgsim worker
+.PHONY: help tools postgres check fmt-check vet staticcheck workflowcheck test ci build demo dev-server pgsim worker record-histories
 
 help:
 	@echo "make demo   - the outage demo on the real stack (see README)"
@@ -60,6 +60,10 @@ build:
 # The main job: the outage demo on a real local stack (DEMO_EXIT=1 to exit when done).
 demo: $(TEMPORAL) postgres build
 	$(BIN)/demo
+
+# Re-record workflows/testdata from real runs of each workflow path.
+record-histories: $(TEMPORAL) postgres
+	PAYGUARD_RECORD_HISTORIES=1 PAYGUARD_TEMPORAL_CLI=$(TEMPORAL) go test -count=1 -run TestRecordReplayHistories ./e2e/
 
 # The pieces of the stack, one per terminal, for running it by hand.
 dev-server: $(TEMPORAL)

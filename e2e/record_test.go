@@ -1,0 +1,115 @@
+package e2e_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/payguard/payguard/activities"
+	"github.com/payguard/payguard/internal/testenv"
+	"github.com/payguard/payguard/status"
+	"github.com/payguard/payguard/worker/service"
+	"github.com/payguard/payguard/workflows"
+)
+
+// TestRecordReplayHistories re-records workflows/testdata from real runs of
+// each path of PaymentWorkflow. It is a tool, not a check: it runs only with
+// PAYGUARD_RECORD_HISTORIES=1 (`make record-histories`); the replay tests in
+// workflows/ then check every change against what it recorded.
+func TestRecordReplayHistories(t *testing.T) {
+	if os.Getenv("PAYGUARD_RECORD_HISTORIES") != "1" {
+		t.Skip("recording tool: run `make record-histories`")
+	}
+	s := testenv.NewStack(t, quietSlow(), func(c *service.Config) {
+		c.PollInitial, c.PollMax = 500*time.Millisecond, time.Second
+		c.Breaker = activities.BreakerSettings{Window: 10 * time.Second, MinCalls: 5, FailureRate: 0.5, OpenFor: 2 * time.Second, HalfOpenCalls: 1}
+	})
+	setStock(t, s, "P1", 100)
+	ctx := context.Background()
+	keyOf := func(orderID string) string {
+		testenv.Eventually(t, 30*time.Second, func() bool { return len(s.Sim.Stats().Orders[orderID].Transactions) > 0 }, "transaction of "+orderID)
+		return s.Sim.Stats().Orders[orderID].Transactions[0]
+	}
+	resolve := func(orderID, st string, callback bool) {
+		testenv.Admin(t, s.Sim, "POST", "/admin/transactions/"+keyOf(orderID)+"/resolve", map[string]any{"status": st, "callback": callback}, nil)
+	}
+	paths := []struct {
+		name string
+		run  func(orderID string)
+		want status.Order
+	}{
+		{"callback_success", func(id string) {
+			placeOrder(t, s, id, "P1", 1)
+			waitOrder(t, s, id, status.OrderPending, 30*time.Second)
+			resolve(id, "SUCCESS", true)
+		}, status.OrderConfirmed},
+		{"poll_success", func(id string) {
+			placeOrder(t, s, id, "P1", 1)
+			waitOrder(t, s, id, status.OrderPending, 30*time.Second)
+			resolve(id, "SUCCESS", false)
+		}, status.OrderConfirmed},
+		{"callback_failed", func(id string) {
+			placeOrder(t, s, id, "P1", 1)
+			waitOrder(t, s, id, status.OrderPending, 30*time.Second)
+			resolve(id, "FAILED", true)
+		}, status.OrderFailed},
+		{"rejected", func(id string) {
+			testenv.PatchFaults(t, s.Sim, map[string]any{"create": map[string]any{"failNext": 1, "errorStatus": 400}})
+			placeOrder(t, s, id, "P1", 1)
+			waitOrder(t, s, id, status.OrderFailed, 30*time.Second)
+			testenv.PatchFaults(t, s.Sim, map[string]any{"create": map[string]any{"errorStatus": 500}})
+		}, status.OrderFailed},
+		{"out_of_stock", func(id string) { placeOrder(t, s, id, "P1", 1000) }, status.OrderRejected},
+		{"unknown_then_found", func(id string) {
+			testenv.PatchFaults(t, s.Sim, map[string]any{"create": map[string]any{"timeoutRate": 1, "timeoutDelay": "5s"}})
+			placeOrder(t, s, id, "P1", 1)
+			testenv.Eventually(t, 30*time.Second, func() bool {
+				o, err := s.Store.GetOrder(ctx, id)
+				return err == nil && o.PaymentStatus != status.PaymentRequested && o.PaymentStatus != ""
+			}, "create answered")
+			testenv.PatchFaults(t, s.Sim, map[string]any{"create": map[string]any{"timeoutRate": 0}})
+			resolve(id, "SUCCESS", false)
+		}, status.OrderConfirmed},
+		{"breaker_open_then_success", func(id string) {
+			placeOrder(t, s, id, "P1", 1)
+			waitOrder(t, s, id, status.OrderPending, 30*time.Second)
+			testenv.PatchFaults(t, s.Sim, map[string]any{"lookup": map[string]any{"errorRate": 1, "errorStatus": 503}})
+			testenv.Eventually(t, 60*time.Second, func() bool {
+				st := workflowState(t, s, id)
+				return st.LastLookup != nil && st.LastLookup.Result == "UNAVAILABLE"
+			}, "a poll refused by the open breaker")
+			testenv.PatchFaults(t, s.Sim, map[string]any{"lookup": map[string]any{"errorRate": 0}})
+			resolve(id, "SUCCESS", false)
+		}, status.OrderConfirmed},
+		{"deadline_compensation", func(id string) {
+			placeOrder(t, s, id, "P1", 1, "--deadline", "3s")
+		}, status.OrderCancelled},
+		{"operator_cancel", func(id string) {
+			placeOrder(t, s, id, "P1", 1)
+			waitOrder(t, s, id, status.OrderPending, 30*time.Second)
+			_, err := s.Starter(ctx, "cancel", id)
+			require.NoError(t, err)
+		}, status.OrderCancelled},
+	}
+	root, err := testenv.ModuleRoot()
+	require.NoError(t, err)
+	cliPath, err := testenv.TemporalCLI()
+	require.NoError(t, err)
+	for _, p := range paths {
+		id := "replay-" + p.name
+		p.run(id)
+		waitOrder(t, s, id, p.want, 60*time.Second)
+		// Waits until the workflow has closed, however it ended.
+		_ = testenv.Temporal(t).GetWorkflow(ctx, workflows.PaymentWorkflowID(id), "").Get(ctx, nil)
+		out, err := exec.Command(cliPath, "workflow", "show", "--workflow-id", workflows.PaymentWorkflowID(id),
+			"--output", "json", "--address", s.Config.TemporalAddress, "--namespace", "default").Output()
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(root, "workflows", "testdata", p.name+".json"), out, 0o644))
+		t.Logf("recorded %s", p.name)
+	}
+}

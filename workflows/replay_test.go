@@ -1,0 +1,61 @@
+package workflows_test
+
+import (
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/payguard/payguard/workflows"
+)
+
+// The paths of PaymentWorkflow recorded from real runs (make record-histories).
+var recordedPaths = []string{
+	"callback_success", "poll_success", "callback_failed", "rejected", "out_of_stock",
+	"unknown_then_found", "breaker_open_then_success", "deadline_compensation", "operator_cancel",
+}
+
+func replayLogger() sdklog.Logger { return sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)) }
+
+// Every recorded history must replay against today's workflow code: a
+// change that alters the commands of a released workflow without
+// workflow.GetVersion fails here.
+func TestRecordedHistoriesReplay(t *testing.T) {
+	for _, name := range recordedPaths {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join("testdata", name+".json")
+			_, err := os.Stat(path)
+			require.NoError(t, err, "recorded history missing: run `make record-histories`")
+			r := worker.NewWorkflowReplayer()
+			workflows.New(workflows.DefaultTuning()).Register(r)
+			require.NoError(t, r.ReplayWorkflowHistoryFromJSONFile(replayLogger(), path))
+		})
+	}
+}
+
+// The replay check is only worth having if it catches a non-deterministic
+// change: a PaymentWorkflow that runs one extra activity first must fail.
+func TestReplayCatchesANonDeterministicChange(t *testing.T) {
+	real := workflows.New(workflows.DefaultTuning())
+	changed := func(ctx workflow.Context, in workflows.PaymentInput) (workflows.State, error) {
+		ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 10 * time.Second})
+		_ = workflow.ExecuteActivity(ctx, "AuditOrder", in.OrderID).Get(ctx, nil)
+		return real.Payment(ctx, in)
+	}
+	for _, name := range []string{"callback_success", "deadline_compensation"} {
+		r := worker.NewWorkflowReplayer()
+		r.RegisterWorkflowWithOptions(changed, workflow.RegisterOptions{Name: workflows.PaymentWorkflowName})
+		err := r.ReplayWorkflowHistoryFromJSONFile(replayLogger(), filepath.Join("testdata", name+".json"))
+		require.Error(t, err, name)
+		// TMPRL1100 is the SDK's code for non-determinism.
+		assert.True(t, strings.Contains(err.Error(), "TMPRL1100"), "a non-determinism error, got: %v", err)
+	}
+}
