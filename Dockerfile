@@ -1,0 +1,41 @@
+# Multi-stage build of payguard's processes. Each runtime image is a
+# target: worker, pgsim, starter, temporal (the pinned dev server).
+# syntax=docker/dockerfile:1
+
+FROM golang:1.26.8-bookworm AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+RUN CGO_ENABLED=0 go build -trimpath -o /out/ ./worker ./pgsim ./starter
+
+FROM golang:1.26.8-bookworm AS temporal-build
+RUN GOBIN=/out go install github.com/temporalio/cli/cmd/temporal@v1.5.1
+
+FROM debian:12.12-slim AS runtime
+RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates curl \
+    && rm -rf /var/lib/apt/lists/* \
+    && useradd --system --uid 10001 payguard
+USER payguard
+
+FROM runtime AS worker
+COPY --from=build /out/worker /usr/local/bin/worker
+EXPOSE 8081
+ENTRYPOINT ["worker"]
+
+FROM runtime AS pgsim
+COPY --from=build /out/pgsim /usr/local/bin/pgsim
+EXPOSE 8090 8091
+ENTRYPOINT ["pgsim"]
+
+FROM runtime AS starter
+COPY --from=build /out/starter /usr/local/bin/starter
+ENTRYPOINT ["starter"]
+
+FROM runtime AS temporal
+COPY --from=temporal-build /out/temporal /usr/local/bin/temporal
+USER root
+RUN mkdir -p /data && chown payguard /data
+USER payguard
+EXPOSE 7233 8233
+ENTRYPOINT ["temporal"]

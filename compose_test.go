@@ -1,0 +1,260 @@
+package payguard_test
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/payguard/payguard/pgsim/simulator"
+	"github.com/payguard/payguard/starter/cli"
+	"github.com/payguard/payguard/worker/service"
+)
+
+// No Docker engine runs where the tests run, so docker-compose.yml and the
+// Dockerfile are checked against the code instead: the names, ports, flags
+// and targets they use must be the ones the programs read.
+
+type composeFile struct {
+	Services map[string]composeService `yaml:"services"`
+	Volumes  map[string]any            `yaml:"volumes"`
+}
+
+type composeService struct {
+	Image       string                            `yaml:"image"`
+	Build       *struct{ Context, Target string } `yaml:"build"`
+	Command     []string                          `yaml:"command"`
+	Environment map[string]string                 `yaml:"environment"`
+	Ports       []string                          `yaml:"ports"`
+	Profiles    []string                          `yaml:"profiles"`
+	DependsOn   map[string]struct {
+		Condition string `yaml:"condition"`
+	} `yaml:"depends_on"`
+	Healthcheck *struct {
+		Test []string `yaml:"test"`
+	} `yaml:"healthcheck"`
+}
+
+func loadCompose(t *testing.T) composeFile {
+	t.Helper()
+	raw, err := os.ReadFile("docker-compose.yml")
+	require.NoError(t, err)
+	var c composeFile
+	require.NoError(t, yaml.Unmarshal(raw, &c))
+	return c
+}
+
+// dockerStages returns the Dockerfile's stage names and base images.
+func dockerStages(t *testing.T) (stages map[string]bool, bases []string) {
+	t.Helper()
+	f, err := os.Open("Dockerfile")
+	require.NoError(t, err)
+	defer f.Close()
+	stages = map[string]bool{}
+	from := regexp.MustCompile(`(?i)^FROM\s+(\S+)(?:\s+AS\s+(\S+))?`)
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if m := from.FindStringSubmatch(strings.TrimSpace(sc.Text())); m != nil {
+			if !stages[m[1]] {
+				bases = append(bases, m[1])
+			}
+			if m[2] != "" {
+				stages[m[2]] = true
+			}
+		}
+	}
+	require.NoError(t, sc.Err())
+	return stages, bases
+}
+
+// readEnv records the environment variables a program asks for.
+type readEnv struct {
+	values map[string]string
+	asked  map[string]bool
+}
+
+func newReadEnv(values map[string]string) *readEnv {
+	return &readEnv{values: values, asked: map[string]bool{}}
+}
+
+func (r *readEnv) get(k string) string {
+	r.asked[k] = true
+	return r.values[k]
+}
+
+func keys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func containerPort(t *testing.T, mapping string) string {
+	parts := strings.Split(mapping, ":")
+	require.Len(t, parts, 3, "ports are published as 127.0.0.1:host:container: %s", mapping)
+	assert.Equal(t, "127.0.0.1", parts[0], "published on loopback only: %s", mapping)
+	return parts[2]
+}
+
+func flagValue(args []string, name string) string {
+	for i, a := range args {
+		if a == name && i+1 < len(args) {
+			return args[i+1]
+		}
+		if v, ok := strings.CutPrefix(a, name+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+func portOf(t *testing.T, addr string) string {
+	_, port, err := net.SplitHostPort(addr)
+	require.NoError(t, err, addr)
+	return port
+}
+
+func TestComposeMatchesTheCode(t *testing.T) {
+	c := loadCompose(t)
+	stages, bases := dockerStages(t)
+	for _, name := range []string{"postgres", "temporal", "pgsim", "worker", "starter"} {
+		require.Contains(t, c.Services, name)
+	}
+
+	t.Run("images pinned and build targets exist", func(t *testing.T) {
+		for name, s := range c.Services {
+			if s.Build != nil {
+				assert.True(t, stages[s.Build.Target], "%s builds Dockerfile target %q, which does not exist", name, s.Build.Target)
+				continue
+			}
+			assert.Regexp(t, `^[^:]+:[^:]+$`, s.Image, "%s: image pinned to a version", name)
+			assert.NotContains(t, s.Image, ":latest", name)
+		}
+		for _, b := range bases {
+			if stages[b] {
+				continue
+			}
+			assert.Regexp(t, `^[^:]+:[0-9][^:]*$`, b, "Dockerfile base image %s pinned to a version", b)
+		}
+	})
+
+	t.Run("healthchecks", func(t *testing.T) {
+		for name, s := range c.Services {
+			if len(s.Profiles) > 0 {
+				continue // one-off tools
+			}
+			require.NotNil(t, s.Healthcheck, "%s has a healthcheck", name)
+			assert.NotEmpty(t, s.Healthcheck.Test, name)
+		}
+		assert.Equal(t, "pg_isready", c.Services["postgres"].Healthcheck.Test[1])
+		for name, s := range c.Services {
+			for dep, d := range s.DependsOn {
+				require.Contains(t, c.Services, dep, "%s depends on a service that exists", name)
+				if d.Condition == "service_healthy" {
+					assert.NotNil(t, c.Services[dep].Healthcheck, "%s waits for %s to be healthy", name, dep)
+				}
+			}
+		}
+	})
+
+	t.Run("worker", func(t *testing.T) {
+		w := c.Services["worker"]
+		env := newReadEnv(w.Environment)
+		cfg, err := service.ParseFlags(w.Command, env.get, io.Discard)
+		require.NoError(t, err, "the worker accepts its compose command and environment")
+		for k := range w.Environment {
+			assert.True(t, env.asked[k], "worker environment %s is read by the worker (it reads %v)", k, keys(env.asked))
+		}
+		defaults, err := service.ParseFlags(nil, func(string) string { return "" }, io.Discard)
+		require.NoError(t, err)
+		require.Len(t, w.Ports, 1)
+		assert.Equal(t, portOf(t, defaults.HTTPAddr), containerPort(t, w.Ports[0]), "the default --http-addr port")
+		assert.Equal(t, portOf(t, cfg.HTTPAddr), containerPort(t, w.Ports[0]))
+		// The URLs point at the services that serve them.
+		for rawURL, want := range map[string]string{cfg.GatewayURL: "pgsim", cfg.CallbackURL: "worker"} {
+			u, err := url.Parse(rawURL)
+			require.NoError(t, err)
+			assert.Equal(t, want, u.Hostname())
+		}
+		assert.Equal(t, "temporal:7233", cfg.TemporalAddress)
+		db, err := url.Parse(cfg.DatabaseURL)
+		require.NoError(t, err)
+		assert.Equal(t, "postgres", db.Hostname())
+		assert.Equal(t, "/"+c.Services["postgres"].Environment["POSTGRES_DB"], db.Path)
+		assert.Equal(t, "/callbacks/gateway", mustURL(t, cfg.CallbackURL).Path)
+		assert.Equal(t, portOf(t, cfg.HTTPAddr), mustURL(t, cfg.CallbackURL).Port())
+	})
+
+	t.Run("pgsim", func(t *testing.T) {
+		p := c.Services["pgsim"]
+		env := newReadEnv(p.Environment)
+		cfg, err := simulator.ParseFlags(p.Command, env.get, io.Discard)
+		require.NoError(t, err, "pgsim accepts its compose command")
+		for k := range p.Environment {
+			assert.True(t, env.asked[k], "pgsim environment %s is read by pgsim", k)
+		}
+		defaults, err := simulator.ParseFlags(nil, func(string) string { return "" }, io.Discard)
+		require.NoError(t, err)
+		var published []string
+		for _, m := range p.Ports {
+			published = append(published, containerPort(t, m))
+		}
+		assert.ElementsMatch(t, []string{portOf(t, defaults.Addr), portOf(t, defaults.AdminAddr)}, published)
+		assert.ElementsMatch(t, []string{portOf(t, cfg.Addr), portOf(t, cfg.AdminAddr)}, published)
+		assert.Equal(t, c.Services["worker"].Environment["GATEWAY_SECRET"], p.Environment["GATEWAY_SECRET"], "one secret signs and verifies")
+		assert.Equal(t, "http://pgsim:"+portOf(t, cfg.Addr), c.Services["worker"].Environment["GATEWAY_URL"])
+	})
+
+	t.Run("starter", func(t *testing.T) {
+		s := c.Services["starter"]
+		env := newReadEnv(s.Environment)
+		// The database is unreachable on purpose: only which variables it reads matters.
+		values := map[string]string{}
+		for k, v := range s.Environment {
+			values[k] = v
+		}
+		values["DATABASE_URL"] = "postgres://nobody@127.0.0.1:1/x?connect_timeout=1"
+		env.values = values
+		_ = cli.Run(context.Background(), []string{"stock", "show", "P1"}, cli.Env{Getenv: env.get, Stdout: io.Discard, Stderr: io.Discard})
+		for k := range s.Environment {
+			assert.True(t, env.asked[k], "starter environment %s is read by the starter", k)
+		}
+	})
+
+	t.Run("temporal", func(t *testing.T) {
+		tm := c.Services["temporal"]
+		args := strings.Join(tm.Command, " ")
+		assert.Contains(t, args, "--search-attribute OrderStatus=Keyword")
+		assert.Contains(t, args, "--search-attribute PaymentStatus=Keyword")
+		var published []string
+		for _, m := range tm.Ports {
+			published = append(published, containerPort(t, m))
+		}
+		assert.ElementsMatch(t, []string{flagValue(tm.Command, "--port"), flagValue(tm.Command, "--ui-port")}, published)
+		assert.Equal(t, "temporal:"+flagValue(tm.Command, "--port"), c.Services["worker"].Environment["TEMPORAL_ADDRESS"])
+	})
+
+	t.Run("postgres", func(t *testing.T) {
+		p := c.Services["postgres"]
+		require.Len(t, p.Ports, 1)
+		assert.Equal(t, "5432", containerPort(t, p.Ports[0]))
+	})
+}
+
+func mustURL(t *testing.T, raw string) *url.URL {
+	u, err := url.Parse(raw)
+	require.NoError(t, err)
+	return u
+}
