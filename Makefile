@@ -13,7 +13,7 @@ TEMPORAL      := $(BIN)/temporal
 STATICCHECK   := $(BIN)/staticcheck
 WORKFLOWCHECK := $(BIN)/workflowcheck
 
-.PHONY: help tools postgres check fmt-check vet staticcheck workflowcheck test ci build demo dev-server pgsim worker record-histories
+.PHONY: help tools postgres check fmt-check vet staticcheck workflowcheck test ci build demo dev-server pgsim worker record-histories chromium
 
 help:
 	@echo "make demo   - the outage demo on the real stack (see README)"
@@ -35,6 +35,15 @@ tools: $(TEMPORAL) $(STATICCHECK) $(WORKFLOWCHECK)
 postgres:
 	@scripts/ensure-postgres.sh
 
+# Debian's Chromium for the Temporal UI test (headless, driven by chromedp).
+chromium:
+	@if command -v chromium >/dev/null || command -v chromium-browser >/dev/null; then :; \
+	elif command -v apt-get >/dev/null; then \
+		echo "Installing Debian's chromium for the UI test..."; \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null || \
+		{ echo "could not install chromium (run as root: apt-get install chromium)" >&2; exit 1; }; \
+	else echo "Chromium is needed for the UI test: install it (Debian: apt-get install chromium)" >&2; exit 1; fi
+
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
@@ -49,7 +58,7 @@ workflowcheck: $(WORKFLOWCHECK)
 
 check: fmt-check vet staticcheck workflowcheck
 
-test: $(TEMPORAL) postgres
+test: $(TEMPORAL) postgres chromium
 	PAYGUARD_TEMPORAL_CLI=$(TEMPORAL) go test -race -count=1 -timeout 20m ./...
 
 ci: tools postgres check test

@@ -30,6 +30,7 @@ var DevServerArgs = []string{
 var (
 	devOnce   sync.Once
 	devServer *testsuite.DevServer
+	devUIPort string
 	devErr    error
 )
 
@@ -113,8 +114,17 @@ func Temporal(t testing.TB) client.Client {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			devErr = err
+			return
+		}
+		_, devUIPort, _ = net.SplitHostPort(l.Addr().String())
+		l.Close()
 		devServer, devErr = testsuite.StartDevServer(ctx, testsuite.DevServerOptions{
 			ExistingPath: path,
+			EnableUI:     true,
+			UIPort:       devUIPort,
 			LogLevel:     "error",
 			ClientOptions: &client.Options{Namespace: "default",
 				Logger: sdklog.NewStructuredLogger(Logger(t))},
@@ -135,6 +145,12 @@ func Temporal(t testing.TB) client.Client {
 func TemporalAddress(t testing.TB) string {
 	Temporal(t)
 	return devServer.FrontendHostPort()
+}
+
+// TemporalUIURL is the dev server's web UI.
+func TemporalUIURL(t testing.TB) string {
+	Temporal(t)
+	return "http://127.0.0.1:" + devUIPort
 }
 
 // StopTemporal stops the dev server if one was started.
