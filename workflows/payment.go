@@ -107,7 +107,7 @@ func (w *Workflows) setup(ctx workflow.Context, in PaymentInput) (*payment, erro
 func (p *payment) run(ctx workflow.Context) (State, error) {
 	p.setStatus(ctx, status.OrderReserving, "")
 	var order store.Order
-	err := workflow.ExecuteActivity(p.storeCtx(ctx, fmt.Sprintf("Reserve %d × %s for order %s", p.in.Quantity, p.in.ProductID, p.in.OrderID)),
+	err := workflow.ExecuteActivity(p.storeCtx(ctx, fmt.Sprintf("Reserve %d × %s for order %s (amount %d)", p.in.Quantity, p.in.ProductID, p.in.OrderID, p.in.Amount)),
 		a.Reserve, activities.ReserveInput{OrderID: p.in.OrderID, ProductID: p.in.ProductID, Quantity: p.in.Quantity,
 			Amount: p.in.Amount, UserID: p.in.UserID}).Get(ctx, &order)
 	switch {
@@ -302,9 +302,9 @@ const (
 // poll asks the gateway, through the worker's breaker, what it knows.
 func (p *payment) poll(ctx workflow.Context) {
 	in := activities.LookupInput{OrderID: p.in.OrderID, TransactionKey: p.state.TransactionKey}
-	summary := fmt.Sprintf("Look up payment %s of order %s", in.TransactionKey, p.in.OrderID)
+	summary := fmt.Sprintf("Look up payment %s of order %s (amount %d)", in.TransactionKey, p.in.OrderID, p.in.Amount)
 	if in.TransactionKey == "" {
-		summary = fmt.Sprintf("Find order %s's transactions at the gateway (create outcome unknown)", p.in.OrderID)
+		summary = fmt.Sprintf("Find order %s's transactions at the gateway (amount %d; create outcome unknown)", p.in.OrderID, p.in.Amount)
 	}
 	opts := workflow.ActivityOptions{
 		StartToCloseTimeout: p.tuning.LookupTimeout,
@@ -485,7 +485,7 @@ func (p *payment) compensate(ctx workflow.Context, cause string) (State, error) 
 	if p.state.Attempts == 0 && !p.maybeAtGateway {
 		payment = "" // nothing was ever sent: there is no payment to close
 	}
-	err := workflow.ExecuteActivity(p.storeCtx(dctx, fmt.Sprintf("Cancel order %s and release %d × %s", p.in.OrderID, p.in.Quantity, p.in.ProductID)),
+	err := workflow.ExecuteActivity(p.storeCtx(dctx, fmt.Sprintf("Cancel order %s (amount %d) and release %d × %s", p.in.OrderID, p.in.Amount, p.in.Quantity, p.in.ProductID)),
 		a.CancelOrder, activities.SettleInput{OrderID: p.in.OrderID, Payment: payment, Cause: cause}).Get(dctx, nil)
 	if err != nil {
 		return p.state, err
@@ -578,7 +578,7 @@ func (p *payment) storeCtx(ctx workflow.Context, summary string) workflow.Contex
 }
 
 func (p *payment) settleStep(ctx workflow.Context, in activities.SettleInput) error {
-	summary := fmt.Sprintf("Record order %s: %s", p.in.OrderID, in.Cause)
+	summary := fmt.Sprintf("Record order %s (amount %d): %s", p.in.OrderID, p.in.Amount, in.Cause)
 	err := workflow.ExecuteActivity(p.storeCtx(ctx, summary), a.Settle, in).Get(ctx, nil)
 	if err != nil {
 		p.log.Error("settle step failed", "cause", in.Cause, "error", err)
@@ -592,7 +592,7 @@ func (p *payment) record(ctx workflow.Context, kind, cause string, detail map[st
 	if kind == store.KindAnomaly {
 		p.state.Anomalies++
 	}
-	err := workflow.ExecuteActivity(p.storeCtx(ctx, fmt.Sprintf("Note on order %s: %s", p.in.OrderID, cause)),
+	err := workflow.ExecuteActivity(p.storeCtx(ctx, fmt.Sprintf("Note on order %s (amount %d): %s", p.in.OrderID, p.in.Amount, cause)),
 		a.RecordEvent, activities.EventInput{OrderID: p.in.OrderID, Kind: kind, Cause: cause, Detail: detail}).Get(ctx, nil)
 	if err != nil {
 		p.log.Warn("record event", "cause", cause, "error", err)

@@ -34,7 +34,7 @@ func (w *Workflows) Refund(ctx workflow.Context, in RefundInput) (activities.Can
 		StartToCloseTimeout: 15 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 500 * time.Millisecond, MaximumInterval: 30 * time.Second,
 			NonRetryableErrorTypes: []string{activities.ErrIllegalTransition, activities.ErrInvalidOrder}},
-		Summary: fmt.Sprintf("Record refund of %s for order %s", in.TransactionKey, in.OrderID),
+		Summary: fmt.Sprintf("Record refund of %s (amount %d) for order %s", in.TransactionKey, in.Amount, in.OrderID),
 	})
 	if err := workflow.ExecuteActivity(storeCtx, a.RecordEvent, activities.EventInput{OrderID: in.OrderID, Kind: store.KindAnomaly,
 		Cause: "late charge refunded: " + in.Cause, Detail: map[string]any{"transaction_key": in.TransactionKey, "refunded": res.Refunded}}).
