@@ -18,9 +18,9 @@ var finalColors = map[string]string{"CONFIRMED": "#2e7d32", "FAILED": "#6a1b9a",
 func (r Report) SVG() string {
 	const (
 		width, left, right = 1000.0, 70.0, 20.0
-		bandTop, bandH     = 50.0, 40.0
-		plotTop, plotH     = 150.0, 240.0
-		height             = 460.0
+		bandTop, bandH     = 62.0, 40.0
+		plotTop, plotH     = 160.0, 240.0
+		height             = 470.0
 	)
 	span := math.Max(r.DurationSeconds, 1) * 1.05
 	for _, o := range r.Orders {
@@ -45,8 +45,16 @@ func (r Report) SVG() string {
 		state, from = c.To, c.Offset
 	}
 	fmt.Fprintf(&b, `<rect x="%.1f" y="%.0f" width="%.1f" height="%.0f" fill="%s"/>`+"\n", x(from), bandTop, math.Max(x(span)-x(from), 0.5), bandH, stateColors[state])
+	lastLabel, row := -1000.0, 0
 	for _, c := range r.Breaker {
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.0f" font-size="10">%s</text>`+"\n", x(c.Offset)+2, bandTop-4, strings.ToUpper(c.To))
+		// Changes close together get their labels on alternate rows.
+		if x(c.Offset)-lastLabel < 70 {
+			row = 1 - row
+		} else {
+			row = 0
+		}
+		lastLabel = x(c.Offset)
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.0f" font-size="10">%s</text>`+"\n", x(c.Offset)+2, bandTop-4-12*float64(row), strings.ToUpper(c.To))
 	}
 
 	// Gateway outage, shaded over both panels.
@@ -65,7 +73,7 @@ func (r Report) SVG() string {
 	}
 
 	// Final-status latency per order.
-	fmt.Fprintf(&b, `<text x="8" y="%.0f" transform="rotate(-90 12 %.0f)">time to final status</text>`+"\n", plotTop+plotH/2+60, plotTop+plotH/2)
+	fmt.Fprintf(&b, `<text transform="translate(16,%.0f) rotate(-90)" text-anchor="middle">time to final status</text>`+"\n", plotTop+plotH/2)
 	for _, ms := range []float64{10, 100, 1000, 10000, 100000} {
 		fmt.Fprintf(&b, `<line x1="%.0f" x2="%.0f" y1="%.1f" y2="%.1f" stroke="#dddddd"/>`+"\n", left, width-right, y(ms), y(ms))
 		fmt.Fprintf(&b, `<text x="%.0f" y="%.1f" text-anchor="end" font-size="10">%s</text>`+"\n", left-4, y(ms)+3, msLabel(ms))

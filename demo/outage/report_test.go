@@ -1,0 +1,76 @@
+package outage_test
+
+import (
+	"encoding/xml"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/payguard/payguard/demo/outage"
+	"github.com/payguard/payguard/pgsim/simulator"
+	"github.com/payguard/payguard/starter/cli"
+)
+
+func sampleRun() (cli.LoadSummary, []outage.GatewayEvent, simulator.Stats) {
+	sum := cli.LoadSummary{Rate: 3, DurationSec: 60, Started: 3, Final: map[string]int{"CONFIRMED": 2, "CANCELLED": 1},
+		BreakerChanges: []cli.BreakerChange{
+			{Offset: 16.8, Breaker: "gateway-lookup", From: "closed", To: "open"},
+			{Offset: 26.8, Breaker: "gateway-lookup", From: "open", To: "half-open"},
+			{Offset: 26.9, Breaker: "gateway-lookup", From: "half-open", To: "open"},
+			{Offset: 36.9, Breaker: "gateway-lookup", From: "open", To: "half-open"},
+			{Offset: 37.2, Breaker: "gateway-lookup", From: "half-open", To: "closed"},
+		},
+		Orders: []cli.OrderSample{
+			{OrderID: "a", StartOffset: 1, StartMillis: 5, FinalMillis: 1200, Final: "CONFIRMED", BreakerAtFire: "closed"},
+			{OrderID: "b", StartOffset: 20, StartMillis: 3, FinalMillis: 1600, Final: "CANCELLED", BreakerAtFire: "open"},
+			{OrderID: "c", StartOffset: 40, StartMillis: 7, FinalMillis: 2400, Final: "CONFIRMED", BreakerAtFire: "closed"},
+		}}
+	events := []outage.GatewayEvent{{Offset: 15, Down: true}, {Offset: 30, Down: false}}
+	stats := simulator.Stats{Orders: map[string]simulator.OrderStats{
+		"a": {CreateRequests: 1, Transactions: []string{"t1"}, Successful: 1},
+		"b": {CreateRequests: 3},
+		"c": {CreateRequests: 2, Transactions: []string{"t3"}, Successful: 1},
+	}}
+	return sum, events, stats
+}
+
+func TestBuildReportTimesTheBreakerAndChecksTheMoney(t *testing.T) {
+	sum, events, stats := sampleRun()
+	r := outage.BuildReport(sum, events, stats, map[string]outage.LatencyMean{"ok": {Count: 4, MeanMs: 250}})
+	require.NotNil(t, r.OutageToOpen)
+	assert.InDelta(t, 1.8, *r.OutageToOpen, 0.01)
+	require.NotNil(t, r.RecoveryToClose)
+	assert.InDelta(t, 7.2, *r.RecoveryToClose, 0.01, "the CLOSED after recovery, not an earlier change")
+	assert.Equal(t, 3, r.MaxCreateRequestsPerOrder)
+	assert.Equal(t, 1, r.MaxTransactionsPerOrder)
+	assert.Zero(t, r.OrdersChargedTwice)
+	assert.Equal(t, 2, r.FirstAnswerClosed.Count)
+	assert.Equal(t, 1, r.FirstAnswerOpen.Count)
+	assert.Equal(t, map[int]int{1: 1, 2: 1, 3: 1}, r.CreateRequestsHistogram)
+
+	stats.Orders["a"] = simulator.OrderStats{CreateRequests: 2, Transactions: []string{"t1", "t2"}, Successful: 2}
+	r = outage.BuildReport(sum, events, stats, nil)
+	assert.Equal(t, 1, r.OrdersChargedTwice)
+	assert.Equal(t, 2, r.MaxTransactionsPerOrder)
+	text := r.Text()
+	assert.Contains(t, text, "orders charged twice             1")
+	assert.Contains(t, text, "outage -> OPEN")
+}
+
+func TestSVGIsWellFormedAndDrawsEveryOrder(t *testing.T) {
+	sum, events, stats := sampleRun()
+	svg := outage.BuildReport(sum, events, stats, nil).SVG()
+	dec := xml.NewDecoder(strings.NewReader(svg))
+	for {
+		_, err := dec.Token()
+		if err != nil {
+			require.Equal(t, "EOF", err.Error(), "well-formed XML")
+			break
+		}
+	}
+	assert.Equal(t, 3+5, strings.Count(svg, "<circle"), "one dot per order plus the legend")
+	assert.Contains(t, svg, "gateway down")
+	assert.Equal(t, 6, strings.Count(svg, `height="40"`), "a band per breaker state")
+}
