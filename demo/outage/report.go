@@ -1,15 +1,14 @@
 package outage
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net/http"
+	"math"
 	"sort"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/payguard/payguard/internal/promtext"
 	"github.com/payguard/payguard/pgsim/simulator"
 	"github.com/payguard/payguard/starter/cli"
 )
@@ -153,49 +152,23 @@ func secs(v *float64) string {
 // ScrapeLookupLatency reads the worker's lookup histogram: count and mean
 // per outcome (ok, unreachable, breaker_open, ...).
 func ScrapeLookupLatency(ctx context.Context, metricsURL string) (map[string]LatencyMean, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, metricsURL, nil)
+	samples, err := promtext.Scrape(ctx, metricsURL, "payguard_lookup_duration_seconds_sum", "payguard_lookup_duration_seconds_count")
 	if err != nil {
 		return nil, err
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
 	sums, counts := map[string]float64{}, map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		var target map[string]float64
-		switch {
-		case strings.HasPrefix(line, "payguard_lookup_duration_seconds_sum{"):
-			target = sums
-		case strings.HasPrefix(line, "payguard_lookup_duration_seconds_count{"):
-			target = counts
-		default:
-			continue
-		}
-		open := strings.Index(line, "{")
-		labels, value, ok := strings.Cut(line[open+1:], "} ")
-		if !ok {
-			continue
-		}
-		v, err := strconv.ParseFloat(value, 64)
-		if err != nil {
-			continue
-		}
-		for _, part := range strings.Split(labels, ",") {
-			if k, val, ok := strings.Cut(part, "="); ok && k == "outcome" {
-				target[strings.Trim(val, `"`)] += v
-			}
+	for _, s := range samples {
+		if strings.HasSuffix(s.Name, "_sum") {
+			sums[s.Labels["outcome"]] += s.Value
+		} else {
+			counts[s.Labels["outcome"]] += s.Value
 		}
 	}
 	out := map[string]LatencyMean{}
 	for k, n := range counts {
 		if n > 0 {
-			out[k] = LatencyMean{Count: int(n), MeanMs: round1(sums[k]/n*1000*100) / 100}
+			out[k] = LatencyMean{Count: int(n), MeanMs: math.Round(sums[k]/n*1000*1000) / 1000}
 		}
 	}
-	return out, sc.Err()
+	return out, nil
 }

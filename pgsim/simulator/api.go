@@ -312,11 +312,19 @@ func (s *Server) handleLookup(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	s.answerTransaction(w, r, holdFor, func(*transaction) {})
+}
+
+// answerTransaction applies change to the transaction named in the path
+// (under the lock) and answers with what it became, after holding the answer
+// for a timeout fault; an unknown key is a 404.
+func (s *Server) answerTransaction(w http.ResponseWriter, r *http.Request, holdFor time.Duration, change func(*transaction)) {
 	key := r.PathValue("key")
 	s.mu.Lock()
 	tx, found := s.txs[key]
 	var view gateway.Transaction
 	if found {
+		change(tx)
 		view = tx.view()
 	}
 	s.mu.Unlock()
@@ -359,26 +367,12 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	key := r.PathValue("key")
-	s.mu.Lock()
-	tx, found := s.txs[key]
-	var view gateway.Transaction
-	if found {
+	s.answerTransaction(w, r, holdFor, func(tx *transaction) {
 		switch tx.Status {
 		case gateway.StatusPending:
 			tx.Status, tx.Reason = gateway.StatusCancelled, "CANCELLED"
 		case gateway.StatusSuccess:
 			tx.Status, tx.Reason, tx.Refunded = gateway.StatusCancelled, "REFUNDED", true
 		}
-		view = tx.view()
-	}
-	s.mu.Unlock()
-	if holdFor > 0 && !hold(r.Context(), holdFor) {
-		return
-	}
-	if !found {
-		writeError(w, http.StatusNotFound, "NOT_FOUND", fmt.Sprintf("no transaction %q", key))
-		return
-	}
-	writeJSON(w, http.StatusOK, view)
+	})
 }

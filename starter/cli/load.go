@@ -1,17 +1,14 @@
 package cli
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"math"
-	"net/http"
 	"os"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -20,6 +17,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/payguard/payguard/internal/promtext"
 	"github.com/payguard/payguard/workflows"
 )
 
@@ -467,44 +465,13 @@ func (b *breakerWatch) scrape(ctx context.Context, baseline bool) {
 // ScrapeBreakerTransitions reads the breaker transition counters from a
 // Prometheus text endpoint, keyed "breaker|from|to".
 func ScrapeBreakerTransitions(ctx context.Context, url string) (map[string]float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	samples, err := promtext.Scrape(ctx, url, "payguard_breaker_transitions_total")
 	if err != nil {
 		return nil, err
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
 	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "payguard_breaker_transitions_total{") {
-			continue
-		}
-		labels, value, ok := strings.Cut(strings.TrimPrefix(line, "payguard_breaker_transitions_total{"), "} ")
-		if !ok {
-			continue
-		}
-		n, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
-		if err != nil {
-			continue
-		}
-		l := parseLabels(labels)
-		out[l["breaker"]+"|"+l["from"]+"|"+l["to"]] = n
+	for _, s := range samples {
+		out[s.Labels["breaker"]+"|"+s.Labels["from"]+"|"+s.Labels["to"]] = s.Value
 	}
-	return out, sc.Err()
-}
-
-func parseLabels(s string) map[string]string {
-	out := map[string]string{}
-	for _, part := range strings.Split(s, ",") {
-		k, v, ok := strings.Cut(part, "=")
-		if ok {
-			out[strings.TrimSpace(k)] = strings.Trim(v, `"`)
-		}
-	}
-	return out
+	return out, nil
 }
