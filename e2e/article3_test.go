@@ -72,7 +72,8 @@ func TestArticle3CircuitOpenButPaymentSucceeded(t *testing.T) {
 	// After the open wait, the half-open lookup reaches the gateway and sees SUCCESS.
 	o = waitOrder(t, s, "a3-order", status.OrderConfirmed, 20*time.Second)
 	t.Logf("confirmed %.1fs after the breaker opened (article: 11 s)", time.Since(openedAt).Seconds())
-	assert.GreaterOrEqual(t, time.Since(openedAt), 10*time.Second, "not before the open wait")
+	// openedAt is taken just after the breaker opened, so allow a little slack.
+	assert.GreaterOrEqual(t, time.Since(openedAt), 9*time.Second, "not before the open wait")
 	assert.Equal(t, status.PaymentSuccess, o.PaymentStatus)
 	assert.Equal(t, store.Stock{ProductID: "P1", Total: 5, Available: 3, Sold: 2}, stockOf(t, s, "P1"))
 	assert.Equal(t, 1, s.Sim.Stats().Orders["a3-order"].CreateRequests, "the gateway saw exactly one create")

@@ -56,7 +56,6 @@ func TestArticle1OutageLifecycle(t *testing.T) {
 	assert.GreaterOrEqual(t, tr["closed|open"], 1.0, "CLOSED -> OPEN")
 	assert.GreaterOrEqual(t, tr["open|half-open"], 1.0, "OPEN -> HALF_OPEN")
 	assert.GreaterOrEqual(t, tr["half-open|closed"], 1.0, "HALF_OPEN -> CLOSED")
-	assert.Contains(t, metrics(t, s), `payguard_breaker_state{breaker="gateway-lookup"} 0`, "closed at the end")
 
 	assert.Equal(t, 96, sum.Started+sum.FailedToStart)
 	assert.Zero(t, sum.FailedToStart, "no order failed to start")
