@@ -10,14 +10,11 @@ import (
 
 func (s *Server) adminHandler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /admin/faults", s.handleGetFaults)
-	mux.HandleFunc("PATCH /admin/faults", s.handlePatchFaults)
-	mux.HandleFunc("POST /admin/transactions/{key}/resolve", s.handleResolve)
-	mux.HandleFunc("GET /admin/stats", s.handleStats)
-	mux.HandleFunc("POST /admin/reset", s.handleReset)
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "NOT_FOUND", fmt.Sprintf("no route %s %s", r.Method, r.URL.Path))
-	})
+	mux.HandleFunc("/admin/faults", byMethod(map[string]http.HandlerFunc{http.MethodGet: s.handleGetFaults, http.MethodPatch: s.handlePatchFaults}))
+	mux.HandleFunc("/admin/transactions/{key}/resolve", byMethod(map[string]http.HandlerFunc{http.MethodPost: s.handleResolve}))
+	mux.HandleFunc("/admin/stats", byMethod(map[string]http.HandlerFunc{http.MethodGet: s.handleStats}))
+	mux.HandleFunc("/admin/reset", byMethod(map[string]http.HandlerFunc{http.MethodPost: s.handleReset}))
+	mux.HandleFunc("/", notFound)
 	return mux
 }
 

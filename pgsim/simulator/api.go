@@ -24,14 +24,36 @@ var cardNoPattern = regexp.MustCompile(`^\d{4}-\d{4}-\d{4}-\d{4}$`)
 
 func (s *Server) gatewayHandler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /api/v1/payments", s.counted("create", s.handleCreate))
-	mux.HandleFunc("GET /api/v1/payments", s.counted("lookup", s.handleLookupByOrder))
-	mux.HandleFunc("GET /api/v1/payments/{key}", s.counted("lookup", s.handleLookup))
-	mux.HandleFunc("POST /api/v1/payments/{key}/cancel", s.counted("cancel", s.handleCancel))
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "NOT_FOUND", fmt.Sprintf("no route %s %s", r.Method, r.URL.Path))
-	})
+	mux.HandleFunc("/api/v1/payments", byMethod(map[string]http.HandlerFunc{
+		http.MethodPost: s.counted("create", s.handleCreate),
+		http.MethodGet:  s.counted("lookup", s.handleLookupByOrder),
+	}))
+	mux.HandleFunc("/api/v1/payments/{key}", byMethod(map[string]http.HandlerFunc{http.MethodGet: s.counted("lookup", s.handleLookup)}))
+	mux.HandleFunc("/api/v1/payments/{key}/cancel", byMethod(map[string]http.HandlerFunc{http.MethodPost: s.counted("cancel", s.handleCancel)}))
+	mux.HandleFunc("/", notFound)
 	return mux
+}
+
+func notFound(w http.ResponseWriter, r *http.Request) {
+	writeError(w, http.StatusNotFound, "NOT_FOUND", fmt.Sprintf("no route %s %s", r.Method, r.URL.Path))
+}
+
+// byMethod dispatches on the method and answers any other with a JSON 405,
+// where ServeMux's own would be plain text.
+func byMethod(handlers map[string]http.HandlerFunc) http.HandlerFunc {
+	allowed := make([]string, 0, len(handlers))
+	for m := range handlers {
+		allowed = append(allowed, m)
+	}
+	slices.Sort(allowed)
+	return func(w http.ResponseWriter, r *http.Request) {
+		if h, ok := handlers[r.Method]; ok {
+			h(w, r)
+			return
+		}
+		w.Header().Set("Allow", strings.Join(allowed, ", "))
+		writeError(w, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", fmt.Sprintf("%s %s: use %s", r.Method, r.URL.Path, strings.Join(allowed, " or ")))
+	}
 }
 
 // counted counts every request an endpoint receives, whatever its answer.

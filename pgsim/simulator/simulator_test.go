@@ -146,6 +146,17 @@ func TestCreateLookupCancel(t *testing.T) {
 	assert.Equal(t, 404, do(t, http.MethodPost, s.GatewayURL()+"/api/v1/payments/nope/cancel", nil, "").status)
 	missing := do(t, http.MethodGet, s.GatewayURL()+"/api/v1/payments", nil, "")
 	assert.Equal(t, 400, missing.status)
+	for _, c := range []struct{ method, url string }{
+		{http.MethodDelete, s.GatewayURL() + "/api/v1/payments/" + key},
+		{http.MethodPut, s.GatewayURL() + "/api/v1/payments"},
+		{http.MethodGet, s.GatewayURL() + "/api/v1/payments/" + key + "/cancel"},
+		{http.MethodDelete, s.AdminURL() + "/admin/faults"},
+	} {
+		got := do(t, c.method, c.url, nil, "")
+		assert.Equal(t, 405, got.status, "%s %s", c.method, c.url)
+		assert.Equal(t, "METHOD_NOT_ALLOWED", got.body["code"])
+	}
+	assert.Equal(t, "NOT_FOUND", do(t, http.MethodGet, s.GatewayURL()+"/nowhere", nil, "").body["code"])
 }
 
 func TestCancelOfSuccessRefundsAndOfFailedChangesNothing(t *testing.T) {
