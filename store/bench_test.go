@@ -1,0 +1,47 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/payguard/payguard/internal/testenv"
+	"github.com/payguard/payguard/status"
+	"github.com/payguard/payguard/store"
+)
+
+// BenchmarkOrderLifecycle measures one order's database work end to end:
+// reserve, record the create attempt and its answer, confirm (commit).
+// Run: go test -run XXX -bench . ./store/
+func BenchmarkOrderLifecycle(b *testing.B) {
+	ctx := context.Background()
+	s := testenv.Store(b)
+	if _, err := s.SetStock(ctx, "P1", int64(b.N)+1); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			id := testenv.ID("bench")
+			if _, err := s.Reserve(ctx, store.NewOrder{OrderID: id, ProductID: "P1", Quantity: 1, Amount: 100}); err != nil {
+				b.Error(err)
+				return
+			}
+			a, err := s.BeginAttempt(ctx, id, "")
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			key := fmt.Sprintf("tx-%s", id)
+			if err := s.FinishAttempt(ctx, id, a.No, store.OutcomeAccepted, key, ""); err != nil {
+				b.Error(err)
+				return
+			}
+			if err := s.Advance(ctx, store.Change{OrderID: id, Order: status.OrderConfirmed, Payment: status.PaymentSuccess,
+				TransactionKey: key, Reservation: store.CommitReservation, Cause: "bench"}); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
