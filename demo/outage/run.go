@@ -57,7 +57,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	fs.DurationVar(&o.Duration, "duration", 60*time.Second, "how long orders are placed")
 	fs.DurationVar(&o.DownAt, "down-at", 15*time.Second, "when the gateway goes down")
 	fs.DurationVar(&o.UpAt, "up-at", 30*time.Second, "when it comes back")
-	fs.DurationVar(&o.Deadline, "deadline", 2*time.Minute, "each order's deadline")
+	fs.DurationVar(&o.Deadline, "deadline", time.Minute, "each order's deadline (orders whose outcome stays unknown wait for it)")
 	fs.StringVar(&o.Out, "out", "demo-out", "where the logs, report and picture go")
 	fs.StringVar(&o.Bin, "bin", "bin", "where temporal, pgsim and worker binaries are")
 	fs.BoolVar(&o.Exit, "exit", getenv("DEMO_EXIT") == "1", "exit when done instead of keeping the stack up (env DEMO_EXIT=1)")
