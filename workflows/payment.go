@@ -410,7 +410,6 @@ func (p *payment) decide(ctx workflow.Context, tx gateway.Transaction, source st
 		p.record(ctx, store.KindAnomaly, "duplicate answer ignored", detail)
 		return
 	}
-	p.state.Anomalies++
 	p.record(ctx, store.KindAnomaly, "contradicting answer ignored", detail)
 }
 
@@ -523,16 +522,18 @@ func (p *payment) drainCallbacks(ctx workflow.Context) {
 }
 
 // drainLate reads callbacks that arrived while the order was being settled.
-// A SUCCESS the compensation did not already cancel is refunded now.
+// A SUCCESS that is not the order's own confirmed charge, and that the
+// compensation did not already cancel, took money for nothing: it is
+// refunded now, never dropped.
 func (p *payment) drainLate(ctx workflow.Context) {
 	var cb gateway.Transaction
 	for p.callbacks.ReceiveAsync(&cb) {
-		if p.outcome == nil && cb.Status == gateway.StatusSuccess && cb.OrderID == p.in.OrderID &&
-			!slices.Contains(p.compensated, cb.TransactionKey) {
-			p.record(ctx, store.KindAnomaly, "SUCCESS arrived after the order was cancelled; refunding",
+		ours := p.state.Status == status.OrderConfirmed && cb.TransactionKey == p.state.TransactionKey
+		if cb.Status == gateway.StatusSuccess && cb.OrderID == p.in.OrderID && !ours && !slices.Contains(p.compensated, cb.TransactionKey) {
+			p.record(ctx, store.KindAnomaly, "SUCCESS arrived after the order was settled "+string(p.state.Status)+"; refunding",
 				map[string]any{"transaction_key": cb.TransactionKey})
-			if _, err := p.cancelAtGateway(ctx, []string{cb.TransactionKey}, false); err == nil {
-				p.settleStep(ctx, activities.SettleInput{OrderID: p.in.OrderID, Payment: status.PaymentRefunded,
+			if _, err := p.cancelAtGateway(ctx, []string{cb.TransactionKey}, false); err == nil && p.state.Status != status.OrderConfirmed {
+				_ = p.settleStep(ctx, activities.SettleInput{OrderID: p.in.OrderID, Payment: status.PaymentRefunded,
 					Cause: "late SUCCESS refunded"})
 				p.setStatus(ctx, "", status.PaymentRefunded)
 			}

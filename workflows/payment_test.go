@@ -38,6 +38,7 @@ type run struct {
 
 	start      time.Time
 	reserveSet bool
+	settleSet  bool
 
 	mu       sync.Mutex
 	requests int
@@ -55,12 +56,6 @@ func newRun(t *testing.T) *run {
 	r.start = r.env.Now()
 	workflows.New(workflows.DefaultTuning()).Register(r.env)
 	r.env.RegisterActivity(a)
-	r.env.OnActivity(a.Settle, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.SettleInput) error {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		r.settles = append(r.settles, in)
-		return nil
-	}).Maybe()
 	r.env.OnActivity(a.CancelOrder, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.SettleInput) error {
 		r.mu.Lock()
 		defer r.mu.Unlock()
@@ -175,6 +170,20 @@ func (r *run) defaultReserve() {
 		r.env.OnActivity(a.Reserve, mock.Anything, mock.Anything).Return(store.Order{OrderID: orderID, Status: status.OrderRequesting}, nil)
 		r.reserveSet = true
 	}
+	if !r.settleSet {
+		r.settleTakes(0)
+	}
+}
+
+// settleTakes makes each Settle take d (workflow time) and records it.
+func (r *run) settleTakes(d time.Duration) {
+	r.settleSet = true
+	r.env.OnActivity(a.Settle, mock.Anything, mock.Anything).After(d).Return(func(_ context.Context, in activities.SettleInput) error {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.settles = append(r.settles, in)
+		return nil
+	}).Maybe()
 }
 
 func (r *run) queryState(t *testing.T) workflows.State {
@@ -473,4 +482,22 @@ func TestInvalidInputFailsAtOnce(t *testing.T) {
 	r.reserveSet = true
 	r.env.ExecuteWorkflow(workflows.PaymentWorkflowName, bad)
 	require.Error(t, r.env.GetWorkflowError())
+}
+
+// A SUCCESS for another transaction that lands while the order is being
+// confirmed is a second charge: it is refunded before the workflow ends.
+func TestSecondChargeArrivingDuringSettlementIsRefunded(t *testing.T) {
+	r := newRun(t)
+	r.requestReturns(accepted(1))
+	r.cancelsSucceed(1)
+	r.settleTakes(2 * time.Second)
+	r.callbackAt(time.Second, gateway.StatusSuccess, txKey)
+	// Arrives while Settle (2 s) is running.
+	r.callbackAt(2*time.Second, gateway.StatusSuccess, "20261130:TR:000002")
+	st := r.execute(t)
+	assert.Equal(t, status.OrderConfirmed, st.Status)
+	assert.Equal(t, status.PaymentSuccess, st.PaymentStatus, "the order keeps its own charge")
+	require.Len(t, r.cancels, 1)
+	assert.Equal(t, []string{"20261130:TR:000002"}, r.cancels[0].TransactionKeys)
+	assert.Contains(t, r.anomalies(), "SUCCESS arrived after the order was settled CONFIRMED; refunding")
 }
