@@ -162,6 +162,9 @@ const (
 func (p *payment) send(ctx workflow.Context, budget int) (sendResult, error) {
 	opts := workflow.ActivityOptions{
 		StartToCloseTimeout: p.tuning.RequestTimeout,
+		// An operator's cancel must not leave a create on the wire behind our
+		// back: wait for it to end, then compensation knows what to look for.
+		WaitForCancellation: true,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:    500 * time.Millisecond,
 			BackoffCoefficient: 2,
@@ -186,6 +189,8 @@ func (p *payment) send(ctx workflow.Context, budget int) (sendResult, error) {
 		return sendAccepted, nil
 	}
 	if ctx.Err() != nil {
+		// Cancelled while sending: whatever happened, look for it when compensating.
+		p.maybeAtGateway = true
 		return 0, err
 	}
 	var appErr *temporal.ApplicationError

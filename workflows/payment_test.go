@@ -501,3 +501,21 @@ func TestSecondChargeArrivingDuringSettlementIsRefunded(t *testing.T) {
 	assert.Equal(t, []string{"20261130:TR:000002"}, r.cancels[0].TransactionKeys)
 	assert.Contains(t, r.anomalies(), "SUCCESS arrived after the order was settled CONFIRMED; refunding")
 }
+
+// An operator's cancel while the create is on the wire: the workflow waits
+// for the create to end, then cancels whatever the gateway holds.
+func TestOperatorCancelDuringTheCreateLooksForWhatWasSent(t *testing.T) {
+	r := newRun(t)
+	r.env.OnActivity(a.RequestPayment, mock.Anything, mock.Anything).After(3*time.Second).Return(activities.RequestResult{TransactionKey: txKey, Attempt: 1}, nil)
+	r.cancelsSucceed(0)
+	r.env.RegisterDelayedCallback(func() { r.env.CancelWorkflow() }, time.Second)
+	r.defaultReserve()
+	r.env.ExecuteWorkflow(workflows.PaymentWorkflowName, order)
+	require.True(t, r.env.IsWorkflowCompleted())
+	var canceled *temporal.CanceledError
+	require.ErrorAs(t, r.env.GetWorkflowError(), &canceled)
+	require.Len(t, r.cancels, 1)
+	assert.True(t, r.cancels[0].SearchByOrder, "the create may have reached the gateway: search by order id")
+	require.Len(t, r.orderEnd, 1)
+	assert.Equal(t, status.OrderCancelled, r.queryState(t).Status)
+}
