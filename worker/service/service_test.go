@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -355,4 +357,49 @@ func TestLoadCommandSummarises(t *testing.T) {
 	table := sum.Table()
 	assert.Contains(t, table, "orders_started")
 	assert.Contains(t, table, "latency_final_status")
+}
+
+func TestWorkerWaitsForTemporalWithAClearMessage(t *testing.T) {
+	t.Parallel()
+	cfg := testenv.FastConfig()
+	cfg.TemporalAddress = testenv.FreeAddr(t) // nobody listens
+	cfg.Namespace, cfg.TaskQueue = "default", "payments"
+	cfg.DatabaseURL = testenv.NewDatabase(t)
+	cfg.GatewayURL, cfg.CallbackURL, cfg.GatewaySecret = "http://127.0.0.1:1", "http://127.0.0.1:1/cb", "s"
+	cfg.HTTPAddr = "127.0.0.1:0"
+	var logs strings.Builder
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := service.Start(ctx, cfg, slog.New(slog.NewJSONHandler(&lockedWriter{w: &logs}, nil)))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "temporal not reachable at "+cfg.TemporalAddress)
+	assert.Contains(t, logs.String(), `"msg":"waiting for Temporal"`, "it said what it was waiting for, more than once")
+	assert.GreaterOrEqual(t, strings.Count(logs.String(), "waiting for Temporal"), 2)
+}
+
+func TestStatusSaysWhatItCouldNotReach(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStack(t, processing(time.Hour), nil)
+	setStock(t, s, 5)
+	placeOrder(t, s, "half-1")
+	waitStatus(t, s, "half-1", status.OrderPending)
+	out, err := s.Starter(context.Background(), "status", "half-1", "--json", "--temporal-address", testenv.FreeAddr(t))
+	require.NoError(t, err, "the database alone still answers")
+	var v cli.OrderView
+	require.NoError(t, json.Unmarshal([]byte(out), &v))
+	assert.Equal(t, status.OrderPending, v.Status)
+	assert.Equal(t, "ok", v.Sources["database"])
+	assert.Contains(t, v.Sources["workflow"], "unreachable")
+}
+
+// lockedWriter lets the logger and the test share a buffer safely.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
