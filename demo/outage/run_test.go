@@ -1,0 +1,103 @@
+package outage_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/payguard/payguard/demo/outage"
+	"github.com/payguard/payguard/internal/testenv"
+)
+
+// The main job, end to end: the demo binary starts the whole stack on the
+// standard ports, runs a short outage, writes its report and picture, keeps
+// the stack up until Ctrl-C, and then leaves nothing running.
+func TestDemoRunsTheStackAndStopsEverythingOnCtrlC(t *testing.T) {
+	bin := t.TempDir()
+	for _, pkg := range []string{"./demo", "./worker", "./pgsim"} {
+		require.NoError(t, os.Rename(testenv.BuildBinary(t, pkg), filepath.Join(bin, filepath.Base(pkg))))
+	}
+	cli, err := testenv.TemporalCLI()
+	require.NoError(t, err)
+	require.NoError(t, os.Symlink(cli, filepath.Join(bin, "temporal")))
+	out := t.TempDir()
+
+	cmd := exec.Command(filepath.Join(bin, "demo"), "--bin", bin, "--out", out,
+		"--rate", "4", "--duration", "6s", "--down-at", "2s", "--up-at", "4s", "--deadline", "10s")
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+testenv.NewDatabase(t), "DEMO_EXIT=")
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	cmd.Stderr = cmd.Stdout
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+
+	lines := make(chan string, 1000)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	var seen []string
+	deadline := time.After(3 * time.Minute)
+wait:
+	for {
+		select {
+		case l, ok := <-lines:
+			require.True(t, ok, "demo ended early:\n%s", strings.Join(seen, "\n"))
+			seen = append(seen, l)
+			if strings.Contains(l, "press Ctrl-C") {
+				break wait
+			}
+		case <-deadline:
+			t.Fatalf("demo never finished its run:\n%s", strings.Join(seen, "\n"))
+		}
+	}
+	all := strings.Join(seen, "\n")
+	assert.Contains(t, all, "gateway DOWN")
+	assert.Contains(t, all, "orders failed to start  0")
+
+	var report outage.Report
+	raw, err := os.ReadFile(filepath.Join(out, "report.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(raw, &report))
+	assert.Equal(t, 24, report.Started)
+	assert.Zero(t, report.FailedToStart)
+	assert.Zero(t, report.OrdersChargedTwice)
+	assert.Len(t, report.Gateway, 2)
+	svg, err := os.ReadFile(filepath.Join(out, "timeline.svg"))
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(string(svg), "<svg"))
+
+	// The stack is still up for the UI...
+	for _, addr := range []string{"127.0.0.1:7233", "127.0.0.1:8233", "127.0.0.1:8090", "127.0.0.1:8091", "127.0.0.1:8081"} {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		require.NoError(t, err, "%s up while the demo waits", addr)
+		c.Close()
+	}
+	// ...until Ctrl-C, which stops everything the demo started.
+	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+	for range lines {
+	}
+	require.NoError(t, cmd.Wait(), "a clean exit on Ctrl-C")
+	for _, addr := range []string{"127.0.0.1:7233", "127.0.0.1:8233", "127.0.0.1:8090", "127.0.0.1:8091", "127.0.0.1:8081"} {
+		testenv.Eventually(t, 10*time.Second, func() bool {
+			c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+			if err == nil {
+				c.Close()
+			}
+			return err != nil
+		}, addr+" closed: nothing left running")
+	}
+}
