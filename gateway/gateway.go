@@ -34,6 +34,7 @@ type Error struct {
 	Err        error // the transport error, when there was one
 }
 
+// Error says what failed, its class, and the answer or transport error.
 func (e *Error) Error() string {
 	switch {
 	case e.StatusCode != 0:

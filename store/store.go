@@ -47,6 +47,7 @@ type TransitionError struct {
 	To      string
 }
 
+// Error names the refused move.
 func (e *TransitionError) Error() string {
 	return fmt.Sprintf("illegal %s status transition %s -> %s for order %s", e.Entity, e.From, e.To, e.OrderID)
 }
