@@ -16,6 +16,9 @@ const (
 	CallbackSignal      = "gateway-callback"
 	StateQuery          = "state"
 	DefaultDeadline     = 10 * time.Minute
+	// MaxDeadline bounds an order's life: polling at most every PollMax, a
+	// day of it stays far inside Temporal's history limits.
+	MaxDeadline = 24 * time.Hour
 )
 
 // Search attributes the workflow keeps current, so the UI can filter orders

@@ -86,6 +86,10 @@ func (w *Workflows) setup(ctx workflow.Context, in PaymentInput) (*payment, erro
 	if in.Deadline <= 0 {
 		in.Deadline = DefaultDeadline
 	}
+	if in.Deadline > MaxDeadline {
+		return nil, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("invalid order: deadline %s is longer than %s", in.Deadline, MaxDeadline), activities.ErrInvalidOrder, nil)
+	}
 	var tuning Tuning
 	if err := workflow.SideEffect(ctx, func(workflow.Context) any { return w.tuning }).Get(&tuning); err != nil {
 		return nil, err

@@ -476,12 +476,23 @@ func TestOutOfStockIsRejectedWithoutGatewayCall(t *testing.T) {
 }
 
 func TestInvalidInputFailsAtOnce(t *testing.T) {
-	r := newRun(t)
-	bad := order
-	bad.Amount = 0
-	r.reserveSet = true
-	r.env.ExecuteWorkflow(workflows.PaymentWorkflowName, bad)
-	require.Error(t, r.env.GetWorkflowError())
+	for name, change := range map[string]func(*workflows.PaymentInput){
+		"zero amount":    func(in *workflows.PaymentInput) { in.Amount = 0 },
+		"no product":     func(in *workflows.PaymentInput) { in.ProductID = "" },
+		"no quantity":    func(in *workflows.PaymentInput) { in.Quantity = 0 },
+		"deadline > 24h": func(in *workflows.PaymentInput) { in.Deadline = 25 * time.Hour },
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := newRun(t)
+			bad := order
+			change(&bad)
+			r.reserveSet = true
+			r.env.ExecuteWorkflow(workflows.PaymentWorkflowName, bad)
+			err := r.env.GetWorkflowError()
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "invalid order")
+		})
+	}
 }
 
 // A SUCCESS for another transaction that lands while the order is being

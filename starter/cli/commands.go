@@ -85,8 +85,8 @@ func (f *OrderFlags) validate() error {
 		return fmt.Errorf("--qty must be at least 1, got %d", f.Qty)
 	case f.Amount <= 0:
 		return fmt.Errorf("--amount must be positive (minor units), got %d", f.Amount)
-	case f.Deadline <= 0:
-		return fmt.Errorf("--deadline must be positive, got %s", f.Deadline)
+	case f.Deadline <= 0 || f.Deadline > workflows.MaxDeadline:
+		return fmt.Errorf("--deadline must be positive and at most %s, got %s", workflows.MaxDeadline, f.Deadline)
 	case strings.ContainsAny(f.OrderID, " /\t\n"):
 		return fmt.Errorf("--order-id %q must not contain spaces or slashes", f.OrderID)
 	}

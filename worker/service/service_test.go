@@ -299,6 +299,7 @@ func TestStarterRejectsBadInputBeforeStarting(t *testing.T) {
 		"--card-no must look like":                {"order", "--product", "P1", "--amount", "5", "--card-no", "1234"},
 		"--card-type must be one of":              {"order", "--product", "P1", "--amount", "5", "--card-type", "VISA"},
 		"--product is required":                   {"order", "--amount", "5"},
+		"--deadline must be positive and at most": {"order", "--product", "P1", "--amount", "5", "--deadline", "48h"},
 		"unknown command":                         {"pay"},
 		"--status must be SUCCESS or FAILED":      {"callback", "o1", "--status", "MAYBE"},
 		"QTY must be a whole number":              {"stock", "set", "P1", "many"},
