@@ -71,6 +71,7 @@ type payment struct {
 	callbacks workflow.ReceiveChannel
 
 	keys           []string             // every gateway transaction of this order we know of
+	closed         map[string]bool      // those known FAILED or CANCELLED: nothing left to cancel
 	maybeAtGateway bool                 // a create was accepted or may have been
 	unknownSince   time.Time            // when the latest create's outcome became unknown
 	outcome        *gateway.Transaction // the first definitive answer
@@ -99,6 +100,7 @@ func (w *Workflows) setup(ctx workflow.Context, in PaymentInput) (*payment, erro
 		tuning:    tuning,
 		log:       log.With(workflow.GetLogger(ctx), "order_id", in.OrderID),
 		callbacks: workflow.GetSignalChannel(ctx, CallbackSignal),
+		closed:    map[string]bool{},
 		state: State{OrderID: in.OrderID, Status: status.OrderReserving,
 			Deadline: workflow.Now(ctx).Add(in.Deadline)},
 	}
@@ -341,12 +343,15 @@ func (p *payment) poll(ctx workflow.Context) {
 	}
 }
 
-// mine picks the transaction that speaks for the order: a SUCCESS first,
-// then the one we track, then any.
+// mine picks the transaction that speaks for the order: a SUCCESS first;
+// then one still PENDING, since no failure is final while another create
+// may yet charge; then the one we track; then any.
 func (p *payment) mine(txs []gateway.Transaction) (gateway.Transaction, bool) {
-	for _, tx := range txs {
-		if tx.Status == gateway.StatusSuccess {
-			return tx, true
+	for _, want := range []string{gateway.StatusSuccess, gateway.StatusPending} {
+		for _, tx := range txs {
+			if tx.Status == want {
+				return tx, true
+			}
 		}
 	}
 	for _, tx := range txs {
@@ -383,6 +388,9 @@ func (p *payment) onTransactions(ctx workflow.Context, txs []gateway.Transaction
 		}
 		mine = append(mine, tx)
 		p.track(tx.TransactionKey)
+		if tx.Status == gateway.StatusFailed || tx.Status == gateway.StatusCancelled {
+			p.closed[tx.TransactionKey] = true
+		}
 	}
 	tx, ok := p.mine(mine)
 	if !ok {
@@ -435,8 +443,9 @@ func (p *payment) settle(ctx workflow.Context, tx gateway.Transaction, cause str
 			return p.state, err
 		}
 		p.setStatus(dctx, status.OrderConfirmed, status.PaymentSuccess)
-		// Any other transaction of this order would be a second charge.
-		if others := slices.DeleteFunc(slices.Clone(p.keys), func(k string) bool { return k == tx.TransactionKey }); len(others) > 0 {
+		// Any other live transaction of this order could become a second charge.
+		others := slices.DeleteFunc(slices.Clone(p.keys), func(k string) bool { return k == tx.TransactionKey || p.closed[k] })
+		if len(others) > 0 {
 			p.record(dctx, store.KindAnomaly, "order has other transactions; cancelling them", map[string]any{"transaction_keys": others})
 			p.cancelAtGateway(dctx, others, false)
 		}

@@ -261,6 +261,7 @@ func TestPollSuccessWithoutCallback(t *testing.T) {
 func TestConnectErrorsTwiceThenAccepted(t *testing.T) {
 	r := newRun(t)
 	r.requestReturns(failing(activities.ErrGatewayUnreachable, true, 1, ""), failing(activities.ErrGatewayUnreachable, true, 2, ""), accepted(3))
+	r.lookupReturns(found(gateway.StatusPending))
 	r.callbackAt(10*time.Second, gateway.StatusSuccess, txKey)
 	st := r.execute(t)
 	requireConfirmed(t, r, st)
@@ -529,4 +530,41 @@ func TestOperatorCancelDuringTheCreateLooksForWhatWasSent(t *testing.T) {
 	assert.True(t, r.cancels[0].SearchByOrder, "the create may have reached the gateway: search by order id")
 	require.Len(t, r.orderEnd, 1)
 	assert.Equal(t, status.OrderCancelled, r.queryState(t).Status)
+}
+
+// Two transactions found by order id, one FAILED and one still PENDING: the
+// order waits for the pending one instead of failing on the other.
+func TestAFailedTransactionDoesNotDecideWhileAnotherIsPending(t *testing.T) {
+	r := newRun(t)
+	r.requestReturns(failing(activities.ErrGatewayOutcomeUnknown, false, 1, ""))
+	both := func(second string) func(activities.LookupInput) (activities.LookupResult, error) {
+		return func(activities.LookupInput) (activities.LookupResult, error) {
+			return activities.LookupResult{Transactions: []gateway.Transaction{
+				{TransactionKey: "old", OrderID: orderID, Amount: amount, Status: gateway.StatusFailed, Reason: "LIMIT_EXCEEDED"},
+				{TransactionKey: txKey, OrderID: orderID, Amount: amount, Status: second},
+			}}, nil
+		}
+	}
+	r.lookupReturns(both(gateway.StatusPending), found(gateway.StatusSuccess))
+	st := r.execute(t)
+	requireConfirmed(t, r, st)
+	assert.Empty(t, r.cancels, "the FAILED transaction has nothing to cancel")
+}
+
+// Two live transactions: the one that succeeds confirms the order and the
+// other is cancelled, so it can never become a second charge.
+func TestAnotherLiveTransactionIsCancelledWhenTheOrderConfirms(t *testing.T) {
+	r := newRun(t)
+	r.requestReturns(failing(activities.ErrGatewayOutcomeUnknown, false, 1, ""))
+	r.cancelsSucceed(0)
+	r.lookupReturns(func(activities.LookupInput) (activities.LookupResult, error) {
+		return activities.LookupResult{Transactions: []gateway.Transaction{
+			{TransactionKey: "other", OrderID: orderID, Amount: amount, Status: gateway.StatusPending},
+			{TransactionKey: txKey, OrderID: orderID, Amount: amount, Status: gateway.StatusSuccess},
+		}}, nil
+	})
+	st := r.execute(t)
+	requireConfirmed(t, r, st)
+	require.Len(t, r.cancels, 1)
+	assert.Equal(t, []string{"other"}, r.cancels[0].TransactionKeys)
 }
