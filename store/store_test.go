@@ -3,10 +3,13 @@ package store_test
 import (
 	"context"
 	"errors"
+	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -348,9 +351,27 @@ func TestConcurrentAttemptsSendAtMostOne(t *testing.T) {
 func TestEnsureDatabaseCreatesOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := testenv.NewDatabase(t) // exists
-	require.NoError(t, store.EnsureDatabase(ctx, url))
-	s, err := store.Open(ctx, url)
+	existing := testenv.NewDatabase(t)
+	missing := strings.Replace(existing, "payguard_test_", "payguard_ensure_", 1)
+	_, err := store.Open(ctx, missing)
+	require.Error(t, err, "not there yet")
+	t.Cleanup(func() {
+		conn, err := pgx.Connect(context.Background(), testenv.AdminDatabaseURL())
+		if err == nil {
+			defer conn.Close(context.Background())
+			name := strings.TrimPrefix(mustPath(t, missing), "/")
+			_, _ = conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+		}
+	})
+	require.NoError(t, store.EnsureDatabase(ctx, missing))
+	require.NoError(t, store.EnsureDatabase(ctx, missing), "a second call finds it")
+	s, err := store.Open(ctx, missing)
 	require.NoError(t, err)
 	s.Close()
+}
+
+func mustPath(t *testing.T, raw string) string {
+	u, err := url.Parse(raw)
+	require.NoError(t, err)
+	return u.Path
 }
