@@ -57,6 +57,11 @@ func (h *callbackHandler) refuse(w http.ResponseWriter, code int, errCode, msg s
 // ServeHTTP checks size, signature and shape before anything else, so a
 // forged, stale or oversized callback changes nothing.
 func (h *callbackHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		h.refuse(w, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", "callbacks are POSTed")
+		return
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxCallbackBytes))
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
