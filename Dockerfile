@@ -1,6 +1,6 @@
+# syntax=docker/dockerfile:1
 # Multi-stage build of payguard's processes. Each runtime image is a
 # target: worker, pgsim, starter, temporal (the pinned dev server).
-# syntax=docker/dockerfile:1
 
 FROM golang:1.26.8-bookworm AS build
 WORKDIR /src
