@@ -100,6 +100,15 @@ func quiet() simulator.Faults {
 	return f
 }
 
+// heldCreates is a gateway that does every create but holds its answer
+// past the client's read timeout.
+func heldCreates() simulator.Faults {
+	f := quiet()
+	f.Create.TimeoutRate = 1
+	f.Create.TimeoutDelay = simulator.Duration(5 * time.Second)
+	return f
+}
+
 func TestRequestAccepted(t *testing.T) {
 	r := newRig(t, quiet(), activities.DefaultBreakerSettings(), false)
 	r.reserve(t, "o1")
@@ -132,9 +141,7 @@ func TestRequestWhenGatewayDownIsRetryableUnreachable(t *testing.T) {
 }
 
 func TestRequestReadTimeoutIsUnknownAndNotRetryable(t *testing.T) {
-	f := quiet()
-	f.Create.TimeoutRate = 1
-	f.Create.TimeoutDelay = simulator.Duration(5 * time.Second)
+	f := heldCreates()
 	r := newRig(t, f, activities.DefaultBreakerSettings(), false)
 	r.reserve(t, "o1")
 	_, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("o1"))
@@ -174,9 +181,7 @@ func TestRequestRejectedIsFailedAndNotRetryable(t *testing.T) {
 }
 
 func TestIdempotencyKeyModeRetriesTimeoutsSafely(t *testing.T) {
-	f := quiet()
-	f.Create.TimeoutRate = 1
-	f.Create.TimeoutDelay = simulator.Duration(5 * time.Second)
+	f := heldCreates()
 	r := newRig(t, f, activities.DefaultBreakerSettings(), true)
 	r.reserve(t, "o1")
 	_, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("o1"))
@@ -274,9 +279,7 @@ func TestLookupBreakerDoesNotCountRejections(t *testing.T) {
 }
 
 func TestLookupByOrderIDFindsTransactions(t *testing.T) {
-	f := quiet()
-	f.Create.TimeoutRate = 1
-	f.Create.TimeoutDelay = simulator.Duration(5 * time.Second)
+	f := heldCreates()
 	r := newRig(t, f, activities.DefaultBreakerSettings(), false)
 	r.reserve(t, "o1")
 	_, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("o1"))

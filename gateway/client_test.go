@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -101,43 +102,52 @@ func TestTLSHandshakeFailureNeverReachedTheGateway(t *testing.T) {
 	requireClass(t, err, gateway.ErrUnreachable)
 }
 
-func TestSilentListenerIsAReadTimeoutWithUnknownOutcome(t *testing.T) {
+// rawServer accepts connections on a loopback port and hands each to
+// handle; the listener and every connection close when the test ends.
+func rawServer(t *testing.T, handle func(net.Conn)) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	t.Cleanup(func() { l.Close() })
+	var mu sync.Mutex
+	var conns []net.Conn
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
 	go func() {
 		for {
 			c, err := l.Accept()
 			if err != nil {
 				return
 			}
-			t.Cleanup(func() { c.Close() })
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			go handle(c)
 		}
 	}()
+	return l.Addr().String()
+}
+
+func TestSilentListenerIsAReadTimeoutWithUnknownOutcome(t *testing.T) {
+	addr := rawServer(t, func(net.Conn) {}) // accepts, never answers
 	start := time.Now()
-	_, err = client(t, "http://"+l.Addr().String()).CreatePayment(context.Background(), order, "", "")
+	_, err := client(t, "http://"+addr).CreatePayment(context.Background(), order, "", "")
 	requireClass(t, err, gateway.ErrOutcomeUnknown)
 	assert.Less(t, time.Since(start), 3*time.Second, "the read timeout, not a hang")
 }
 
 func TestResetMidResponseIsUnknown(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			r := bufio.NewReader(c)
-			_, _ = http.ReadRequest(r)
-			_, _ = c.Write([]byte("HTTP/1.1 201 Created\r\nContent-Length: 500\r\n\r\n{\"transactionKey\":"))
-			_ = c.(*net.TCPConn).SetLinger(0) // close with RST
-			c.Close()
-		}
-	}()
-	_, err = client(t, "http://"+l.Addr().String()).CreatePayment(context.Background(), order, "", "")
+	addr := rawServer(t, func(c net.Conn) {
+		_, _ = http.ReadRequest(bufio.NewReader(c))
+		_, _ = c.Write([]byte("HTTP/1.1 201 Created\r\nContent-Length: 500\r\n\r\n{\"transactionKey\":"))
+		_ = c.(*net.TCPConn).SetLinger(0) // close with RST
+		c.Close()
+	})
+	_, err := client(t, "http://"+addr).CreatePayment(context.Background(), order, "", "")
 	requireClass(t, err, gateway.ErrOutcomeUnknown)
 }
 
