@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -96,8 +97,11 @@ func runLoad(ctx context.Context, args []string, env Env) error {
 	if err := c.parse(args, 0); err != nil {
 		return err
 	}
-	cfg.Order.Amount = max(cfg.Order.Amount, 0)
-	if cfg.Order.Amount == 0 {
+	// The load has a default amount where a single order demands one; an
+	// amount given explicitly is validated like any order's.
+	amountSet := false
+	c.fs.Visit(func(f *flag.Flag) { amountSet = amountSet || f.Name == "amount" })
+	if !amountSet {
 		cfg.Order.Amount = 5000
 	}
 	cfg.Products = splitList(*products)

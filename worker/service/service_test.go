@@ -309,6 +309,7 @@ func TestStarterRejectsBadInputBeforeStarting(t *testing.T) {
 		"QTY must be a whole number":              {"stock", "set", "P1", "many"},
 		"want 1 argument(s)":                      {"status"},
 		"--rate must be positive":                 {"load", "--rate", "0", "--duration", "1s"},
+		"--amount must be positive (minor units)": {"load", "--rate", "1", "--duration", "1s", "--amount", "-5"},
 		"temporal unreachable at 127.0.0.1:1":     {"order", "--product", "P1", "--amount", "5", "--temporal-address", "127.0.0.1:1"},
 		"invalid value \"x\" for flag -qty":       {"order", "--product", "P1", "--qty", "x"},
 		"postgres unreachable at postgres://nobo": {"stock", "show", "P1", "--database-url", "postgres://nobody@127.0.0.1:1/x"},
