@@ -198,8 +198,9 @@ func (s *Store) Advance(ctx context.Context, c Change) error {
 		if err != nil {
 			return fmt.Errorf("lock order: %w", err)
 		}
-		// Check the order's move before touching stock, so a refused move
-		// leaves even the reservation as it was.
+		// Check the order's move before touching stock: a refused move then
+		// reports the status it was refused from, not the reservation's state
+		// (the transaction rolls back either way).
 		if c.Order != "" && c.Order != current {
 			var legal bool
 			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM order_transitions WHERE from_status = $1 AND to_status = $2)`,

@@ -68,11 +68,9 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	say := func(format string, a ...any) { fmt.Fprintf(stdout, format+"\n", a...) }
-	if f, ok := stdout.(*os.File); ok {
-		if info, err := f.Stat(); err == nil && info.Mode()&os.ModeCharDevice != 0 {
-			// Clear the live progress line first.
-			say = func(format string, a ...any) { fmt.Fprintf(stdout, "\r\033[K"+format+"\n", a...) }
-		}
+	if cli.IsTerminal(stdout) {
+		// Clear the live progress line first.
+		say = func(format string, a ...any) { fmt.Fprintf(stdout, "\r\033[K"+format+"\n", a...) }
 	}
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return err

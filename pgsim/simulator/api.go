@@ -172,9 +172,6 @@ func (s *Server) latency(ctx context.Context) bool {
 	return sleep(ctx, d)
 }
 
-// hold keeps an answer back for a timeout fault; false if the server closed.
-func hold(ctx context.Context, d time.Duration) bool { return sleep(ctx, d) }
-
 func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	raw, ok := readBody(w, r)
 	if !ok {
@@ -245,7 +242,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		entry.done, entry.status, entry.body = true, http.StatusCreated, append(body, '\n')
 		s.mu.Unlock()
 	}
-	if timeout && !hold(r.Context(), timeoutDelay) {
+	if timeout && !sleep(r.Context(), timeoutDelay) {
 		return
 	}
 	writeJSON(w, http.StatusCreated, answer)
@@ -350,7 +347,7 @@ func (s *Server) answerTransaction(w http.ResponseWriter, r *http.Request, holdF
 		view = tx.view()
 	}
 	s.mu.Unlock()
-	if holdFor > 0 && !hold(r.Context(), holdFor) {
+	if holdFor > 0 && !sleep(r.Context(), holdFor) {
 		return
 	}
 	if !found {
@@ -378,7 +375,7 @@ func (s *Server) handleLookupByOrder(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.mu.Unlock()
-	if holdFor > 0 && !hold(r.Context(), holdFor) {
+	if holdFor > 0 && !sleep(r.Context(), holdFor) {
 		return
 	}
 	writeJSON(w, http.StatusOK, out)

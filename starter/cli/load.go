@@ -297,7 +297,7 @@ func startProgress(w io.Writer, line func() string) func() {
 		return func() {}
 	}
 	every, redraw := 500*time.Millisecond, true
-	if f, ok := w.(*os.File); !ok || !isTerminal(f) {
+	if !IsTerminal(w) {
 		every, redraw = 5*time.Second, false
 	}
 	done := make(chan struct{})
@@ -328,7 +328,12 @@ func startProgress(w io.Writer, line func() string) func() {
 	return func() { close(done); wg.Wait() }
 }
 
-func isTerminal(f *os.File) bool {
+// IsTerminal reports whether w is a terminal, where a line can be redrawn.
+func IsTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
 	info, err := f.Stat()
 	return err == nil && info.Mode()&os.ModeCharDevice != 0
 }

@@ -112,6 +112,3 @@ func (c Config) LogAttrs() []any {
 		"breaker_half_open_calls", c.Breaker.HalfOpenCalls,
 	}
 }
-
-// flagHelp is returned by ParseFlags for -h: usage was printed, not an error.
-var flagHelp = flag.ErrHelp

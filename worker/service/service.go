@@ -7,6 +7,7 @@ package service
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -30,7 +31,7 @@ import (
 // shuts down gracefully.
 func Run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	cfg, err := ParseFlags(args, getenv, stdout)
-	if errors.Is(err, flagHelp) {
+	if errors.Is(err, flag.ErrHelp) { // usage was printed
 		return nil
 	}
 	if err != nil {
