@@ -3,7 +3,7 @@ package activities
 import (
 	"context"
 	"errors"
-	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
@@ -97,92 +97,118 @@ func (a *Activities) Reserve(ctx context.Context, in ReserveInput) (store.Order,
 	return o, storeError(err)
 }
 
-// RequestPayment sends the create, following SPEC §1 to the letter.
+// RequestPayment sends the create, following the failure table (docs: SPEC
+// §1) to the letter. The store decides whether a create may go out at all
+// (store.BeginAttempt); when it may not, the answer already recorded for the
+// order is reported instead.
 func (a *Activities) RequestPayment(ctx context.Context, in RequestInput) (RequestResult, error) {
-	info := activity.GetInfo(ctx)
-	attemptNo := int(info.Attempt)
-	log := activity.GetLogger(ctx)
 	key := ""
 	if a.cfg.IdempotencyKeys {
 		key = IdempotencyKey(in.OrderID)
 	}
-	attempt, err := a.store.BeginAttempt(ctx, in.OrderID, key)
-	if errors.Is(err, store.ErrAttemptInFlight) {
-		if key == "" {
-			log.Warn("earlier create sent and never answered; not sending again", "order_id", in.OrderID)
-			if err := a.store.Advance(ctx, store.Change{OrderID: in.OrderID, Order: status.OrderPending,
-				Payment: status.PaymentUnknown, Cause: "create sent and never answered"}); err != nil {
-				return RequestResult{}, storeError(err)
-			}
-			return RequestResult{}, nonRetryable(ErrGatewayOutcomeUnknown, err, RequestFailure{Attempt: attemptNo, Message: err.Error()})
-		}
-		// With a key the gateway honours, sending again cannot charge twice.
-		attempt, err = a.store.BeginAttempt(ctx, in.OrderID, key)
-	}
+	begun, err := a.store.BeginAttempt(ctx, store.AttemptRequest{OrderID: in.OrderID, IdempotencyKey: key,
+		CallbackURL: a.cfg.CallbackURL, Grant: in.Grant, Limit: in.Limit})
 	if err != nil {
 		return RequestResult{}, storeError(err)
+	}
+	if !begun.Send {
+		activity.GetLogger(ctx).Warn("not sending: the order's latest create has an answer that stands",
+			"order_id", in.OrderID, "attempt_no", begun.Attempt.No, "outcome", begun.Attempt.Outcome)
+		return a.report(ctx, in, begun.Attempt, begun.Count, false)
 	}
 
 	start := time.Now()
 	created, err := a.gateway.CreatePayment(ctx, gateway.CreateRequest{OrderID: in.OrderID, Amount: in.Amount,
-		CardType: in.CardType, CardNo: in.CardNo, CallbackURL: a.cfg.CallbackURL}, in.UserID, key)
-	took := time.Since(start)
-	failure := RequestFailure{Attempt: attemptNo}
-	var gerr *gateway.Error
-	if errors.As(err, &gerr) {
-		failure.Code, failure.Message = gerr.Code, gerr.Error()
+		CardType: in.CardType, CardNo: in.CardNo, CallbackURL: begun.CallbackURL}, in.UserID, key)
+	answer := classifyCreate(err)
+	answer.OrderID, answer.No, answer.TransactionKey = in.OrderID, begun.Attempt.No, created.TransactionKey
+	a.observe.GatewayCall("create", observedAs[answer.Outcome], time.Since(start))
+	if err := a.record(ctx, answer); err != nil {
+		return RequestResult{}, storeError(err)
 	}
-	// The answer is recorded on a fresh context: if ours was cancelled while
-	// the request was on the wire, the record matters all the more.
-	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
+	attempt := begun.Attempt
+	attempt.Outcome, attempt.TransactionKey, attempt.Reason, attempt.Detail = answer.Outcome, answer.TransactionKey, answer.Reason, answer.Detail
+	return a.report(ctx, in, attempt, begun.Count, answer.Outcome == store.OutcomeUnknown && key != "" && answer.Reason != reasonKeyReused)
+}
 
+// reasonKeyReused marks a 422: the key was used with another body. Sending
+// the same body again cannot change the gateway's mind.
+const reasonKeyReused = "IDEMPOTENCY_KEY_REUSED"
+
+var observedAs = map[string]string{store.OutcomeAccepted: OutcomeOK, store.OutcomeUnreachable: OutcomeUnreachable,
+	store.OutcomeUnknown: OutcomeUnknown, store.OutcomeRejected: OutcomeRejected}
+
+// classifyCreate maps a create's result to an attempt outcome. A 4xx is the
+// card's refusal, except 409 (this key's first request is still being worked
+// on) and 422 (this key came with another body): neither says anything about
+// the card, and the first request may be charging it, so both are unknown.
+func classifyCreate(err error) store.Answer {
+	var gerr *gateway.Error
+	errors.As(err, &gerr)
 	switch {
 	case err == nil:
-		a.observe.GatewayCall("create", OutcomeOK, took)
-		if err := a.store.FinishAttempt(recordCtx, in.OrderID, attempt.No, store.OutcomeAccepted, created.TransactionKey, ""); err != nil {
-			return RequestResult{}, storeError(err)
-		}
-		if err := a.store.Advance(recordCtx, store.Change{OrderID: in.OrderID, Order: status.OrderPending, Payment: status.PaymentPending,
-			TransactionKey: created.TransactionKey, Cause: fmt.Sprintf("gateway accepted create #%d", attempt.No)}); err != nil {
-			return RequestResult{}, storeError(err)
-		}
-		return RequestResult{TransactionKey: created.TransactionKey, Attempt: attemptNo}, nil
-
+		return store.Answer{Outcome: store.OutcomeAccepted}
 	case errors.Is(err, gateway.ErrUnreachable):
-		a.observe.GatewayCall("create", OutcomeUnreachable, took)
-		log.Warn("gateway unreachable; safe to retry", "order_id", in.OrderID, "attempt", attemptNo, "error", err)
-		if ferr := a.store.FinishAttempt(recordCtx, in.OrderID, attempt.No, store.OutcomeUnreachable, "", err.Error()); ferr != nil {
-			return RequestResult{}, storeError(ferr)
-		}
-		return RequestResult{}, retryable(ErrGatewayUnreachable, err, failure)
-
-	case errors.Is(err, gateway.ErrRejected):
-		a.observe.GatewayCall("create", OutcomeRejected, took)
-		if ferr := a.store.FinishAttempt(recordCtx, in.OrderID, attempt.No, store.OutcomeRejected, "", err.Error()); ferr != nil {
-			return RequestResult{}, storeError(ferr)
-		}
-		if ferr := a.store.Advance(recordCtx, store.Change{OrderID: in.OrderID, Payment: status.PaymentFailed, Reason: failure.Code,
-			Cause: "gateway rejected the create: " + failure.Code}); ferr != nil {
-			return RequestResult{}, storeError(ferr)
-		}
-		return RequestResult{}, nonRetryable(ErrGatewayRejected, err, failure)
-
-	default: // ErrOutcomeUnknown, or anything we cannot prove never left
-		a.observe.GatewayCall("create", OutcomeUnknown, took)
-		log.Warn("create outcome unknown; not retrying blindly", "order_id", in.OrderID, "attempt", attemptNo, "error", err)
-		if ferr := a.store.FinishAttempt(recordCtx, in.OrderID, attempt.No, store.OutcomeUnknown, "", err.Error()); ferr != nil {
-			return RequestResult{}, storeError(ferr)
-		}
-		if ferr := a.store.Advance(recordCtx, store.Change{OrderID: in.OrderID, Order: status.OrderPending, Payment: status.PaymentUnknown,
-			Cause: "create outcome unknown: " + err.Error()}); ferr != nil {
-			return RequestResult{}, storeError(ferr)
-		}
-		if key != "" {
-			return RequestResult{}, retryable(ErrGatewayUnknownKeyed, err, failure)
-		}
-		return RequestResult{}, nonRetryable(ErrGatewayOutcomeUnknown, err, failure)
+		return store.Answer{Outcome: store.OutcomeUnreachable, Detail: err.Error()}
+	case errors.Is(err, gateway.ErrRejected) && gerr.StatusCode == http.StatusUnprocessableEntity:
+		return store.Answer{Outcome: store.OutcomeUnknown, Reason: reasonKeyReused, Detail: err.Error()}
+	case errors.Is(err, gateway.ErrRejected) && gerr.StatusCode != http.StatusConflict:
+		return store.Answer{Outcome: store.OutcomeRejected, Reason: gerr.Code, Detail: err.Error()}
 	}
+	// Outcome unknown, a 409, or anything we cannot prove never left.
+	return store.Answer{Outcome: store.OutcomeUnknown, Detail: err.Error()}
+}
+
+// recordWithin bounds how long an answer is retried into the database.
+const recordWithin = 10 * time.Second
+
+// record writes the answer, retrying a lost connection for a while: the
+// answer is worth more than the activity's own deadline, and if it cannot be
+// written at all, the retried activity finds the attempt still SENDING and
+// reports the outcome unknown, which is safe. It runs on a fresh context: if
+// ours was cancelled while the request was on the wire, the record matters
+// all the more.
+func (a *Activities) record(ctx context.Context, ans store.Answer) error {
+	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordWithin)
+	defer cancel()
+	delay := 100 * time.Millisecond
+	for {
+		err := a.store.FinishAttempt(recordCtx, ans)
+		if err == nil || storeError(err) != err {
+			return err // recorded, or refused for a reason a retry cannot change
+		}
+		activity.GetLogger(ctx).Warn("recording the gateway's answer; retrying", "order_id", ans.OrderID, "error", err)
+		select {
+		case <-recordCtx.Done():
+			return err
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 2*time.Second)
+	}
+}
+
+// report turns an attempt's answer into the activity's result: the same
+// whether the answer just came or was recorded by an earlier run.
+// keyedRetry says a retry with the same idempotency key is safe and useful.
+func (a *Activities) report(ctx context.Context, in RequestInput, at store.Attempt, count int, keyedRetry bool) (RequestResult, error) {
+	tries := int(activity.GetInfo(ctx).Attempt)
+	failure := RequestFailure{Attempt: tries, Attempts: count, Code: at.Reason, Message: at.Detail}
+	cause := errors.New(at.Detail)
+	switch at.Outcome {
+	case store.OutcomeAccepted:
+		return RequestResult{TransactionKey: at.TransactionKey, Attempt: tries, Attempts: count}, nil
+	case store.OutcomeUnreachable:
+		if in.Limit > 0 && count >= in.Limit {
+			return RequestResult{}, nonRetryable(ErrGatewayUnreachable, cause, failure)
+		}
+		return RequestResult{}, retryable(ErrGatewayUnreachable, cause, failure)
+	case store.OutcomeRejected:
+		return RequestResult{}, nonRetryable(ErrGatewayRejected, cause, failure)
+	}
+	if keyedRetry && (in.Limit == 0 || count < in.Limit) {
+		return RequestResult{}, retryable(ErrGatewayUnknownKeyed, cause, failure)
+	}
+	return RequestResult{}, nonRetryable(ErrGatewayOutcomeUnknown, cause, failure)
 }
 
 // LookupPayment asks the gateway what it knows, through the breaker.

@@ -206,7 +206,7 @@ func TestCreateSentAndNeverAnsweredIsNotSentAgain(t *testing.T) {
 	r := newRig(t, quiet(), activities.DefaultBreakerSettings(), false)
 	r.reserve(t, "o1")
 	// A worker began attempt 1 and died before recording the answer.
-	_, err := r.store.BeginAttempt(context.Background(), "o1", "")
+	_, err := r.store.BeginAttempt(context.Background(), store.AttemptRequest{OrderID: "o1"})
 	require.NoError(t, err)
 	_, err = r.env.ExecuteActivity(r.acts.RequestPayment, request("o1"))
 	kind, retry := appError(t, err)

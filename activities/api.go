@@ -6,8 +6,11 @@
 // when the gateway provably never received the request; a create that may
 // have reached it comes back as the non-retryable GatewayOutcomeUnknown, and
 // a 4xx as GatewayRejected. Before sending, the create is recorded in
-// Postgres: a retry that finds an earlier create sent and unanswered (its
-// worker died) does not send again but reports the outcome unknown.
+// Postgres, and its answer is recorded with the status change it means in
+// one transaction. A retried activity that finds an answer already recorded
+// (its worker died after recording it) reports that answer and sends
+// nothing; one that finds a create sent and unanswered reports the outcome
+// unknown.
 //
 // Status lookups go through a circuit breaker held by the worker process. An
 // open breaker is LookupUnavailable — "we cannot look right now" — which the
@@ -52,19 +55,28 @@ type RequestInput struct {
 	UserID   string `json:"userId"`
 	CardType string `json:"cardType"`
 	CardNo   string `json:"cardNo"`
+	// Limit bounds the order's creates, counted in the database whatever
+	// Temporal's attempt counter says; 0 is no bound.
+	Limit int `json:"limit,omitempty"`
+	// Grant authorises one create past an UNKNOWN one, after the gateway
+	// knew no transaction of the order (store.AttemptRequest.Grant).
+	Grant string `json:"grant,omitempty"`
 }
 
 // RequestResult is an accepted create.
 type RequestResult struct {
 	TransactionKey string `json:"transactionKey"`
 	Attempt        int    `json:"attempt"` // the Temporal attempt that got through
+	// Attempts is the order's creates recorded in the database.
+	Attempts int `json:"attempts,omitempty"`
 }
 
 // RequestFailure is the detail of a failed create's error.
 type RequestFailure struct {
-	Attempt int    `json:"attempt"`
-	Code    string `json:"code,omitempty"`
-	Message string `json:"message,omitempty"`
+	Attempt  int    `json:"attempt"`
+	Attempts int    `json:"attempts,omitempty"` // the order's creates recorded in the database
+	Code     string `json:"code,omitempty"`
+	Message  string `json:"message,omitempty"`
 }
 
 // LookupInput asks what the gateway knows: by transaction key when known,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -11,7 +12,7 @@ import (
 	"github.com/payguard/payguard/status"
 )
 
-// Attempt outcomes, the rows of SPEC §1's table.
+// Attempt outcomes, the rows of the failure table (docs: SPEC §1).
 const (
 	OutcomeAccepted    = "ACCEPTED"
 	OutcomeUnreachable = "UNREACHABLE"
@@ -27,87 +28,183 @@ type Attempt struct {
 	Outcome        string     `json:"outcome,omitempty"`
 	TransactionKey string     `json:"transactionKey,omitempty"`
 	IdempotencyKey string     `json:"idempotencyKey,omitempty"`
+	Grant          string     `json:"grant,omitempty"`
+	CallbackURL    string     `json:"callbackUrl,omitempty"`
+	Reason         string     `json:"reason,omitempty"`
 	Detail         string     `json:"detail,omitempty"`
 	SentAt         time.Time  `json:"sentAt"`
 	AnsweredAt     *time.Time `json:"answeredAt,omitempty"`
 }
 
-// BeginAttempt records that a create is about to be sent, before it is sent.
+// AttemptRequest asks for the right to send one create of an order.
+type AttemptRequest struct {
+	OrderID        string
+	IdempotencyKey string // "" unless the gateway honours keys
+	CallbackURL    string // used unless an earlier create of the order fixed one
+	// Grant is the workflow's authorisation to send past an UNKNOWN attempt,
+	// given once the gateway knew no transaction of the order after the grace
+	// period. Each grant lets one create reach the gateway; "" is none.
+	Grant string
+	// Limit bounds the order's creates; 0 is no bound.
+	Limit int
+}
+
+// Begun is BeginAttempt's answer. When Send is true, Attempt is a new
+// attempt, recorded SENDING, to be sent now. Otherwise sending could charge
+// twice, or the limit is reached: Attempt is the order's latest attempt with
+// the answer recorded for it, which the caller reports instead of sending.
+type Begun struct {
+	Attempt Attempt
+	Send    bool
+	// Count is the order's creates recorded so far, a new one included.
+	Count int
+	// CallbackURL is the one to send: the order's first create's, so every
+	// create of one order has the same body.
+	CallbackURL string
+}
+
+// mayResend is the rule for sending a create (docs: SPEC §1). Without a key
+// the gateway honours, a create is sent only when every earlier one provably
+// never reached the gateway (UNREACHABLE), or when the workflow authorised a
+// re-send past the latest UNKNOWN one with a grant not used before. An
+// ACCEPTED or REJECTED answer stands for the order.
+func mayResend(attempts []Attempt, req AttemptRequest) bool {
+	if len(attempts) == 0 {
+		return true
+	}
+	if req.Limit > 0 && len(attempts) >= req.Limit {
+		return false
+	}
+	latest := attempts[len(attempts)-1]
+	switch latest.Outcome {
+	case OutcomeUnreachable:
+		return true
+	case OutcomeUnknown:
+		if req.IdempotencyKey != "" && latest.IdempotencyKey == req.IdempotencyKey {
+			return true // the gateway answers a repeat of this key from its store
+		}
+		return req.Grant != "" && !slices.ContainsFunc(attempts, func(a Attempt) bool { return a.Grant == req.Grant })
+	}
+	return false
+}
+
+// BeginAttempt decides, under the order's row lock, whether a create may be
+// sent, and records it SENDING before it is sent.
 //
-// If an earlier create of this order is still marked sent-and-unanswered,
-// its sender died with the request possibly on the wire. That attempt is
-// closed as UNKNOWN and ErrAttemptInFlight is returned: the caller must not
-// send (unless the gateway honours its idempotency key) and must find the
-// transaction by order id instead.
-func (s *Store) BeginAttempt(ctx context.Context, orderID, idempotencyKey string) (Attempt, error) {
-	var a Attempt
-	var inFlight bool
+// An earlier attempt still SENDING had its sender die with the request
+// possibly on the wire: it is closed as UNKNOWN (payment UNKNOWN, order
+// PENDING) in the same transaction, and mayResend then decides.
+func (s *Store) BeginAttempt(ctx context.Context, req AttemptRequest) (Begun, error) {
+	var b Begun
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		// The order row lock serialises attempts of one order.
 		var orderStatus status.Order
-		err := tx.QueryRow(ctx, `SELECT status FROM orders WHERE order_id = $1 FOR UPDATE`, orderID).Scan(&orderStatus)
+		err := tx.QueryRow(ctx, `SELECT status FROM orders WHERE order_id = $1 FOR UPDATE`, req.OrderID).Scan(&orderStatus)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("%w: order %s", ErrNotFound, orderID)
+			return fmt.Errorf("%w: order %s", ErrNotFound, req.OrderID)
 		}
 		if err != nil {
 			return err
 		}
 		if orderStatus.Final() {
-			return &TransitionError{Entity: "order", OrderID: orderID, From: string(orderStatus), To: "a new payment attempt"}
+			return &TransitionError{Entity: "order", OrderID: req.OrderID, From: string(orderStatus), To: "a new payment attempt"}
 		}
-		var lost int
-		err = tx.QueryRow(ctx, `
-			UPDATE payment_attempts SET state = 'ANSWERED', outcome = 'UNKNOWN', answered_at = clock_timestamp(),
-			       detail = 'sent and never answered: the sender stopped before recording the answer'
-			WHERE order_id = $1 AND state = 'SENDING' RETURNING attempt_no`, orderID).Scan(&lost)
-		if err == nil {
-			a = Attempt{OrderID: orderID, No: lost, State: "ANSWERED", Outcome: OutcomeUnknown}
-			if err := appendEvent(ctx, tx, Event{OrderID: orderID, Kind: KindAnomaly, Cause: "create sent and never answered",
-				Detail: map[string]any{"attempt_no": lost}}); err != nil {
-				return err
-			}
-			// Committed, not rolled back: the closed attempt is the record that
-			// the gateway must now be asked what it knows.
-			inFlight = true
-			return nil
-		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("check attempts in flight: %w", err)
-		}
-		err = tx.QueryRow(ctx, `
-			INSERT INTO payment_attempts (order_id, attempt_no, state, idempotency_key)
-			SELECT $1, COALESCE(max(attempt_no), 0) + 1, 'SENDING', NULLIF($2, '') FROM payment_attempts WHERE order_id = $1
-			RETURNING attempt_no, sent_at`, orderID, idempotencyKey).Scan(&a.No, &a.SentAt)
-		if pgCode(err) == codeUniqueViolation {
-			return ErrAttemptInFlight
-		}
-		if err != nil {
-			return fmt.Errorf("insert attempt: %w", err)
-		}
-		a.OrderID, a.State, a.IdempotencyKey = orderID, "SENDING", idempotencyKey
-		if err := movePayment(ctx, tx, Change{OrderID: orderID, Payment: status.PaymentRequested,
-			Cause: fmt.Sprintf("create #%d sent", a.No)}); err != nil {
+		if err := closeLost(ctx, tx, req.OrderID); err != nil {
 			return err
 		}
-		return appendEvent(ctx, tx, Event{OrderID: orderID, Kind: KindAttempt, To: "SENDING",
-			Cause: fmt.Sprintf("create #%d sent", a.No)})
+		attempts, err := attemptsOf(ctx, tx, req.OrderID)
+		if err != nil {
+			return err
+		}
+		b = Begun{Count: len(attempts), CallbackURL: req.CallbackURL}
+		if i := slices.IndexFunc(attempts, func(a Attempt) bool { return a.CallbackURL != "" }); i >= 0 {
+			b.CallbackURL = attempts[i].CallbackURL
+		}
+		if !mayResend(attempts, req) {
+			b.Attempt = attempts[len(attempts)-1]
+			return nil
+		}
+		a := Attempt{OrderID: req.OrderID, State: "SENDING", IdempotencyKey: req.IdempotencyKey, Grant: req.Grant,
+			CallbackURL: b.CallbackURL}
+		if err := tx.QueryRow(ctx, `
+			INSERT INTO payment_attempts (order_id, attempt_no, state, idempotency_key, resend_grant, callback_url)
+			SELECT $1, COALESCE(max(attempt_no), 0) + 1, 'SENDING', NULLIF($2, ''), NULLIF($3, ''), $4
+			FROM payment_attempts WHERE order_id = $1
+			RETURNING attempt_no, sent_at`, req.OrderID, req.IdempotencyKey, req.Grant, b.CallbackURL).Scan(&a.No, &a.SentAt); err != nil {
+			return fmt.Errorf("insert attempt: %w", err)
+		}
+		b.Attempt, b.Send, b.Count = a, true, b.Count+1
+		cause := fmt.Sprintf("create #%d sent", a.No)
+		if err := movePayment(ctx, tx, Change{OrderID: req.OrderID, Payment: status.PaymentRequested, Cause: cause}); err != nil {
+			return err
+		}
+		return appendEvent(ctx, tx, Event{OrderID: req.OrderID, Kind: KindAttempt, To: "SENDING", Cause: cause,
+			Detail: map[string]any{"grant": req.Grant}})
 	})
-	if inFlight || errors.Is(err, ErrAttemptInFlight) {
-		return a, fmt.Errorf("%w: order %s attempt %d", ErrAttemptInFlight, orderID, a.No)
-	}
-	return a, err
+	return b, err
 }
 
-// FinishAttempt records the gateway's answer to an attempt. Recording the
-// same answer again is a no-op.
-func (s *Store) FinishAttempt(ctx context.Context, orderID string, no int, outcome, transactionKey, detail string) error {
+// closeLost closes an attempt left SENDING as UNKNOWN, with the payment and
+// order moves that answer means. The row is committed, not rolled back: it is
+// the record that the gateway must now be asked what it knows.
+func closeLost(ctx context.Context, tx pgx.Tx, orderID string) error {
+	var lost int
+	err := tx.QueryRow(ctx, `
+		UPDATE payment_attempts SET state = 'ANSWERED', outcome = 'UNKNOWN', answered_at = clock_timestamp(),
+		       detail = 'sent and never answered: the sender stopped before recording the answer'
+		WHERE order_id = $1 AND state = 'SENDING' RETURNING attempt_no`, orderID).Scan(&lost)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("close attempt in flight: %w", err)
+	}
+	if err := appendEvent(ctx, tx, Event{OrderID: orderID, Kind: KindAnomaly, Cause: "create sent and never answered",
+		Detail: map[string]any{"attempt_no": lost}}); err != nil {
+		return err
+	}
+	return advance(ctx, tx, answerChange(Answer{OrderID: orderID, No: lost, Outcome: OutcomeUnknown, Detail: "sender stopped"}))
+}
+
+// Answer is the gateway's answer to one attempt.
+type Answer struct {
+	OrderID        string
+	No             int
+	Outcome        string
+	TransactionKey string // ACCEPTED
+	Reason         string // the gateway's code, REJECTED
+	Detail         string // the error, in words
+}
+
+// answerChange is what an answer means for the order: the status moves that
+// FinishAttempt records together with it.
+func answerChange(a Answer) Change {
+	c := Change{OrderID: a.OrderID}
+	switch a.Outcome {
+	case OutcomeAccepted:
+		c.Order, c.Payment, c.TransactionKey = status.OrderPending, status.PaymentPending, a.TransactionKey
+		c.Cause = fmt.Sprintf("gateway accepted create #%d", a.No)
+	case OutcomeUnknown:
+		c.Order, c.Payment = status.OrderPending, status.PaymentUnknown
+		c.Cause = fmt.Sprintf("create #%d outcome unknown: %s", a.No, a.Detail)
+	case OutcomeRejected:
+		c.Payment, c.Reason = status.PaymentFailed, a.Reason
+		c.Cause = "gateway rejected the create: " + a.Reason
+	}
+	return c
+}
+
+// FinishAttempt records the gateway's answer to an attempt and what it means
+// for the order's statuses, in one transaction: a crash can never leave the
+// answer recorded and the order not moved. Recording the same answer again
+// is a no-op; another answer for an attempt already closed is refused.
+func (s *Store) FinishAttempt(ctx context.Context, a Answer) error {
 	return s.inTx(ctx, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `
 			UPDATE payment_attempts SET state = 'ANSWERED', outcome = $3, transaction_key = NULLIF($4, ''),
-			       detail = $5, answered_at = clock_timestamp()
-			WHERE order_id = $1 AND attempt_no = $2 AND state = 'SENDING'`, orderID, no, outcome, transactionKey, detail)
+			       reason = $5, detail = $6, answered_at = clock_timestamp()
+			WHERE order_id = $1 AND attempt_no = $2 AND state = 'SENDING'`, a.OrderID, a.No, a.Outcome, a.TransactionKey, a.Reason, a.Detail)
 		if pgCode(err) == codeCheckViolation {
-			return fmt.Errorf("%w: outcome %q", ErrInvalid, outcome)
+			return fmt.Errorf("%w: outcome %q", ErrInvalid, a.Outcome)
 		}
 		if err != nil {
 			return fmt.Errorf("finish attempt: %w", err)
@@ -115,35 +212,50 @@ func (s *Store) FinishAttempt(ctx context.Context, orderID string, no int, outco
 		if tag.RowsAffected() == 0 {
 			var current string
 			err := tx.QueryRow(ctx, `SELECT COALESCE(outcome, '') FROM payment_attempts WHERE order_id = $1 AND attempt_no = $2`,
-				orderID, no).Scan(&current)
+				a.OrderID, a.No).Scan(&current)
 			if errors.Is(err, pgx.ErrNoRows) {
-				return fmt.Errorf("%w: attempt %d of order %s", ErrNotFound, no, orderID)
+				return fmt.Errorf("%w: attempt %d of order %s", ErrNotFound, a.No, a.OrderID)
 			}
 			if err != nil {
 				return err
 			}
-			if current == outcome {
+			if current == a.Outcome {
 				return nil
 			}
-			return &TransitionError{Entity: "attempt", OrderID: orderID, From: current, To: outcome}
+			return &TransitionError{Entity: "attempt", OrderID: a.OrderID, From: current, To: a.Outcome}
 		}
-		return appendEvent(ctx, tx, Event{OrderID: orderID, Kind: KindAttempt, From: "SENDING", To: outcome,
-			Cause: fmt.Sprintf("create #%d answered", no), Detail: map[string]any{"transaction_key": transactionKey, "detail": detail}})
+		if err := appendEvent(ctx, tx, Event{OrderID: a.OrderID, Kind: KindAttempt, From: "SENDING", To: a.Outcome,
+			Cause: fmt.Sprintf("create #%d answered", a.No), Detail: map[string]any{"transaction_key": a.TransactionKey, "detail": a.Detail}}); err != nil {
+			return err
+		}
+		if c := answerChange(a); c.Cause != "" {
+			return advance(ctx, tx, c)
+		}
+		return nil
 	})
 }
 
 // Attempts lists an order's create attempts in order.
 func (s *Store) Attempts(ctx context.Context, orderID string) ([]Attempt, error) {
-	rows, err := s.pool.Query(ctx, `
+	return attemptsOf(ctx, s.pool, orderID)
+}
+
+type queryer interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+func attemptsOf(ctx context.Context, q queryer, orderID string) ([]Attempt, error) {
+	rows, err := q.Query(ctx, `
 		SELECT order_id, attempt_no, state, COALESCE(outcome, ''), COALESCE(transaction_key, ''),
-		       COALESCE(idempotency_key, ''), detail, sent_at, answered_at
+		       COALESCE(idempotency_key, ''), COALESCE(resend_grant, ''), callback_url, reason, detail, sent_at, answered_at
 		FROM payment_attempts WHERE order_id = $1 ORDER BY attempt_no`, orderID)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("read attempts: %w", err)
 	}
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Attempt, error) {
 		var a Attempt
-		err := row.Scan(&a.OrderID, &a.No, &a.State, &a.Outcome, &a.TransactionKey, &a.IdempotencyKey, &a.Detail, &a.SentAt, &a.AnsweredAt)
+		err := row.Scan(&a.OrderID, &a.No, &a.State, &a.Outcome, &a.TransactionKey, &a.IdempotencyKey, &a.Grant,
+			&a.CallbackURL, &a.Reason, &a.Detail, &a.SentAt, &a.AnsweredAt)
 		return a, err
 	})
 }

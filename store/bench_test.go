@@ -27,13 +27,13 @@ func BenchmarkOrderLifecycle(b *testing.B) {
 				b.Error(err)
 				return
 			}
-			a, err := s.BeginAttempt(ctx, id, "")
+			begun, err := s.BeginAttempt(ctx, store.AttemptRequest{OrderID: id})
 			if err != nil {
 				b.Error(err)
 				return
 			}
 			key := fmt.Sprintf("tx-%s", id)
-			if err := s.FinishAttempt(ctx, id, a.No, store.OutcomeAccepted, key, ""); err != nil {
+			if err := s.FinishAttempt(ctx, store.Answer{OrderID: id, No: begun.Attempt.No, Outcome: store.OutcomeAccepted, TransactionKey: key}); err != nil {
 				b.Error(err)
 				return
 			}

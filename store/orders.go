@@ -189,43 +189,46 @@ func (s *Store) Advance(ctx context.Context, c Change) error {
 	if c.OrderID == "" || c.Cause == "" {
 		return fmt.Errorf("%w: change needs an order id and a cause", ErrInvalid)
 	}
-	return s.inTx(ctx, func(tx pgx.Tx) error {
-		var current status.Order
-		err := tx.QueryRow(ctx, `SELECT status FROM orders WHERE order_id = $1 FOR UPDATE`, c.OrderID).Scan(&current)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("%w: order %s", ErrNotFound, c.OrderID)
+	return s.inTx(ctx, func(tx pgx.Tx) error { return advance(ctx, tx, c) })
+}
+
+// advance is Advance inside a transaction the caller holds.
+func advance(ctx context.Context, tx pgx.Tx, c Change) error {
+	var current status.Order
+	err := tx.QueryRow(ctx, `SELECT status FROM orders WHERE order_id = $1 FOR UPDATE`, c.OrderID).Scan(&current)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("%w: order %s", ErrNotFound, c.OrderID)
+	}
+	if err != nil {
+		return fmt.Errorf("lock order: %w", err)
+	}
+	// Check the order's move before touching stock: a refused move then
+	// reports the status it was refused from, not the reservation's state
+	// (the transaction rolls back either way).
+	if c.Order != "" && c.Order != current {
+		var legal bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM order_transitions WHERE from_status = $1 AND to_status = $2)`,
+			current, c.Order).Scan(&legal); err != nil {
+			return err
 		}
-		if err != nil {
-			return fmt.Errorf("lock order: %w", err)
+		if !legal {
+			return &TransitionError{Entity: "order", OrderID: c.OrderID, From: string(current), To: string(c.Order)}
 		}
-		// Check the order's move before touching stock: a refused move then
-		// reports the status it was refused from, not the reservation's state
-		// (the transaction rolls back either way).
-		if c.Order != "" && c.Order != current {
-			var legal bool
-			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM order_transitions WHERE from_status = $1 AND to_status = $2)`,
-				current, c.Order).Scan(&legal); err != nil {
-				return err
-			}
-			if !legal {
-				return &TransitionError{Entity: "order", OrderID: c.OrderID, From: string(current), To: string(c.Order)}
-			}
+	}
+	if c.Reservation != KeepReservation {
+		if err := settleReservation(ctx, tx, c.OrderID, c.Reservation, c.Cause); err != nil {
+			return err
 		}
-		if c.Reservation != KeepReservation {
-			if err := settleReservation(ctx, tx, c.OrderID, c.Reservation, c.Cause); err != nil {
-				return err
-			}
+	}
+	if c.Payment != "" || c.TransactionKey != "" {
+		if err := movePayment(ctx, tx, c); err != nil {
+			return err
 		}
-		if c.Payment != "" || c.TransactionKey != "" {
-			if err := movePayment(ctx, tx, c); err != nil {
-				return err
-			}
-		}
-		if c.Order != "" {
-			return moveOrder(ctx, tx, c.OrderID, c.Order, c.Cause)
-		}
-		return nil
-	})
+	}
+	if c.Order != "" {
+		return moveOrder(ctx, tx, c.OrderID, c.Order, c.Cause)
+	}
+	return nil
 }
 
 // moveOrder changes an order's status when the transition table allows it.

@@ -36,7 +36,6 @@ var (
 	ErrReservationSettled = errors.New("reservation already settled the other way")
 	ErrNoReservation      = errors.New("order has no reservation")
 	ErrStockInUse         = errors.New("total below reserved plus sold stock")
-	ErrAttemptInFlight    = errors.New("an earlier create was sent and never answered")
 )
 
 // TransitionError says which move was refused. It matches ErrIllegalTransition.

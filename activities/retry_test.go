@@ -1,0 +1,222 @@
+package activities_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/payguard/payguard/activities"
+	"github.com/payguard/payguard/gateway"
+	"github.com/payguard/payguard/internal/testenv"
+	"github.com/payguard/payguard/pgsim/simulator"
+	"github.com/payguard/payguard/status"
+	"github.com/payguard/payguard/store"
+)
+
+// These tests replay what Temporal does when a create activity is retried
+// after its answer was recorded: the worker died before reporting it, its
+// StartToClose expired, and Temporal runs the activity again — even when the
+// first run's error was non-retryable, since that error never reached the
+// server. A retry must return the recorded answer, never send a second create.
+
+func TestRetryAfterAnAcceptedAnswerReturnsItAndSendsNothing(t *testing.T) {
+	r := newRig(t, quiet(), activities.DefaultBreakerSettings(), false)
+	r.reserve(t, "o1")
+	v, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("o1"))
+	require.NoError(t, err)
+	var first activities.RequestResult
+	require.NoError(t, v.Get(&first))
+
+	v, err = r.env.ExecuteActivity(r.acts.RequestPayment, request("o1"))
+	require.NoError(t, err, "the retry finds the recorded answer")
+	var again activities.RequestResult
+	require.NoError(t, v.Get(&again))
+	assert.Equal(t, first.TransactionKey, again.TransactionKey)
+	st := r.sim.Stats().Orders["o1"]
+	assert.Equal(t, 1, st.CreateRequests, "no second create went out")
+	assert.Len(t, st.Transactions, 1)
+	assert.Len(t, r.attempts(t, "o1"), 1)
+	assert.Equal(t, status.PaymentPending, r.payment(t, "o1").PaymentStatus)
+}
+
+func TestRetryAfterAnUnknownAnswerDoesNotSendAgain(t *testing.T) {
+	r := newRig(t, heldCreates(), activities.DefaultBreakerSettings(), false)
+	r.reserve(t, "o1")
+	_, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("o1"))
+	kind, _ := appError(t, err)
+	require.Equal(t, activities.ErrGatewayOutcomeUnknown, kind)
+
+	_, err = r.env.ExecuteActivity(r.acts.RequestPayment, request("o1"))
+	kind, retry := appError(t, err)
+	assert.Equal(t, activities.ErrGatewayOutcomeUnknown, kind, "the retry reports the recorded answer")
+	assert.False(t, retry)
+	st := r.sim.Stats().Orders["o1"]
+	assert.Equal(t, 1, st.CreateRequests, "no second create went out")
+	assert.Len(t, r.attempts(t, "o1"), 1)
+	assert.Equal(t, status.PaymentUnknown, r.payment(t, "o1").PaymentStatus)
+}
+
+func TestRetryAfterARejectionReturnsItAndSendsNothing(t *testing.T) {
+	r := newRig(t, quiet(), activities.DefaultBreakerSettings(), false)
+	r.reserve(t, "o1")
+	in := request("o1")
+	in.CardNo = "not-a-card"
+	for range 2 {
+		_, err := r.env.ExecuteActivity(r.acts.RequestPayment, in)
+		kind, retry := appError(t, err)
+		assert.Equal(t, activities.ErrGatewayRejected, kind)
+		assert.False(t, retry)
+	}
+	assert.Equal(t, 1, r.sim.Stats().Requests["create"], "no second create went out")
+	assert.Len(t, r.attempts(t, "o1"), 1)
+}
+
+// A database blip between recording the gateway's answer and the order's
+// status change: the fault is injected by a trigger in the real database
+// that fails the first move of the payment to PENDING. Whatever the activity
+// does with the failure, and however often Temporal retries it, one create
+// goes to the gateway.
+func TestDatabaseBlipAfterTheAnswerNeverSendsASecondCreate(t *testing.T) {
+	r := newRig(t, quiet(), activities.DefaultBreakerSettings(), false)
+	r.reserve(t, "o1")
+	ctx := context.Background()
+	// nextval is not transactional: the trigger fails exactly once, even
+	// when the transaction it fails is rolled back.
+	_, err := r.store.Pool().Exec(ctx, `
+		CREATE SEQUENCE blip;
+		CREATE FUNCTION blip_once() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF nextval('blip') = 1 THEN RAISE EXCEPTION 'injected: connection lost'; END IF;
+			RETURN NEW;
+		END $$;
+		CREATE TRIGGER blip BEFORE UPDATE ON payments FOR EACH ROW WHEN (NEW.status = 'PENDING') EXECUTE FUNCTION blip_once();`)
+	require.NoError(t, err)
+
+	var res activities.RequestResult
+	for try := 1; ; try++ {
+		require.LessOrEqual(t, try, 3, "the activity settles within a few Temporal retries")
+		v, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("o1"))
+		if err == nil {
+			require.NoError(t, v.Get(&res))
+			break
+		}
+		if _, retry := appError(t, err); !retry {
+			break // a non-retryable answer (outcome unknown) is also an end
+		}
+	}
+	st := r.sim.Stats().Orders["o1"]
+	assert.Equal(t, 1, st.CreateRequests, "one create, whatever failed after it")
+	assert.Len(t, st.Transactions, 1)
+	if res.TransactionKey != "" {
+		assert.Equal(t, st.Transactions[0], res.TransactionKey)
+	}
+}
+
+// Idempotency-key mode: a 409 means "this key's first request is still being
+// worked on" — the outcome is unknown, never "payment failed".
+func TestKeyedCreateInProgressAnswer409IsUnknownNotFailed(t *testing.T) {
+	f := quiet()
+	f.Latency.Min, f.Latency.Max = simulator.Duration(2*time.Second), simulator.Duration(2*time.Second)
+	r := newRig(t, f, activities.DefaultBreakerSettings(), true)
+	r.reserve(t, "o1")
+	// Another worker's create of this order is still being worked on.
+	other, err := gateway.New(gateway.Config{BaseURL: r.sim.GatewayURL(), ReadTimeout: 10 * time.Second})
+	require.NoError(t, err)
+	defer other.Close()
+	in := request("o1")
+	done := make(chan error, 1)
+	go func() {
+		_, err := other.CreatePayment(context.Background(), gateway.CreateRequest{OrderID: in.OrderID, Amount: in.Amount,
+			CardType: in.CardType, CardNo: in.CardNo, CallbackURL: "http://127.0.0.1:1/callbacks/gateway"}, in.UserID, activities.IdempotencyKey("o1"))
+		done <- err
+	}()
+	testenv.Eventually(t, 5*time.Second, func() bool { return r.sim.Stats().Orders["o1"].CreateRequests == 1 }, "first create in flight")
+
+	_, err = r.env.ExecuteActivity(r.acts.RequestPayment, in)
+	kind, retry := appError(t, err)
+	assert.Equal(t, activities.ErrGatewayUnknownKeyed, kind, "a 409 is not a refusal of the card")
+	assert.True(t, retry, "retried later, the gateway answers from its idempotency store")
+	o := r.payment(t, "o1")
+	assert.Equal(t, status.PaymentUnknown, o.PaymentStatus)
+	assert.Equal(t, "HELD", o.Reservation)
+	require.NoError(t, <-done)
+}
+
+// A 422 (the key was used with another body) is our bug, not the card's:
+// the stock stays held and the order is looked up.
+func TestKeyedCreateKeyReusedAnswer422IsUnknownNotFailed(t *testing.T) {
+	r := newRig(t, quiet(), activities.DefaultBreakerSettings(), true)
+	r.reserve(t, "o1")
+	other, err := gateway.New(gateway.Config{BaseURL: r.sim.GatewayURL()})
+	require.NoError(t, err)
+	defer other.Close()
+	// Someone sent another body under this order's key.
+	_, err = other.CreatePayment(context.Background(), gateway.CreateRequest{OrderID: "o1", Amount: 5000, CardType: "KB",
+		CardNo: "1111-2222-3333-4444", CallbackURL: "http://127.0.0.1:1/other"}, "u1", activities.IdempotencyKey("o1"))
+	require.NoError(t, err)
+
+	_, err = r.env.ExecuteActivity(r.acts.RequestPayment, request("o1"))
+	kind, retry := appError(t, err)
+	assert.Equal(t, activities.ErrGatewayOutcomeUnknown, kind)
+	assert.False(t, retry, "sending the same body again cannot change the gateway's mind")
+	o := r.payment(t, "o1")
+	assert.Equal(t, status.PaymentUnknown, o.PaymentStatus)
+	assert.Equal(t, "HELD", o.Reservation)
+}
+
+// Two workers configured with different callback URLs retry one order's
+// create under its key: the body must be the same, or the gateway refuses the
+// second with 422.
+func TestKeyedCreateBodyIsTheSameFromEveryWorker(t *testing.T) {
+	f := heldCreates()
+	f.Create.TimeoutDelay = simulator.Duration(500 * time.Millisecond) // past the client's read timeout, then done
+	r := newRig(t, f, activities.DefaultBreakerSettings(), true)
+	r.reserve(t, "o1")
+	_, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("o1"))
+	kind, _ := appError(t, err)
+	require.Equal(t, activities.ErrGatewayUnknownKeyed, kind)
+	testenv.PatchFaults(t, r.sim, map[string]any{"create": map[string]any{"timeoutRate": 0}})
+
+	client, err := gateway.New(gateway.Config{BaseURL: r.sim.GatewayURL(), ConnectTimeout: 300 * time.Millisecond, ReadTimeout: 2 * time.Second})
+	require.NoError(t, err)
+	defer client.Close()
+	otherWorker := activities.New(r.store, client, r.breaker, activities.Config{CallbackURL: "http://127.0.0.1:2/callbacks/gateway",
+		IdempotencyKeys: true}, nil)
+	r.env.RegisterActivity(otherWorker)
+	// Temporal retries the create on the other worker until the gateway has
+	// finished the first request and answers from its idempotency store.
+	var res activities.RequestResult
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		v, err := r.env.ExecuteActivity(otherWorker.RequestPayment, request("o1"))
+		if err != nil {
+			kind, retry := appError(t, err)
+			require.True(t, retry && kind == activities.ErrGatewayUnknownKeyed, "got %s: %v", kind, err)
+			return false
+		}
+		require.NoError(t, v.Get(&res))
+		return true
+	}, "the retry is answered")
+	st := r.sim.Stats().Orders["o1"]
+	assert.Equal(t, []string{res.TransactionKey}, st.Transactions, "answered from the gateway's idempotency store")
+	assert.Equal(t, status.PaymentPending, r.payment(t, "o1").PaymentStatus)
+}
+
+// Compensation may find a charge on an order whose create was never
+// answered (payment still REQUESTED) and refund it.
+func TestCancelOrderRefundsAPaymentStillRequested(t *testing.T) {
+	r := newRig(t, heldCreates(), activities.DefaultBreakerSettings(), false)
+	r.reserve(t, "o1")
+	ctx := context.Background()
+	// The create is on the wire: payment REQUESTED.
+	require.NoError(t, r.store.Advance(ctx, store.Change{OrderID: "o1", Payment: status.PaymentRequested, Cause: "create #1 sent"}))
+	_, err := r.env.ExecuteActivity(r.acts.CancelOrder, activities.SettleInput{OrderID: "o1", Payment: status.PaymentRefunded,
+		Cause: "deadline passed; the charge found was refunded"})
+	require.NoError(t, err)
+	o := r.payment(t, "o1")
+	assert.Equal(t, status.OrderCancelled, o.Status)
+	assert.Equal(t, status.PaymentRefunded, o.PaymentStatus)
+	assert.Equal(t, "RELEASED", o.Reservation)
+}

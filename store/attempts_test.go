@@ -1,0 +1,167 @@
+package store_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/payguard/payguard/internal/testenv"
+	"github.com/payguard/payguard/status"
+	"github.com/payguard/payguard/store"
+)
+
+func reservedOrder(t *testing.T) (*store.Store, context.Context) {
+	t.Helper()
+	ctx := context.Background()
+	s := testenv.Store(t)
+	_, err := s.SetStock(ctx, "P1", 10)
+	require.NoError(t, err)
+	_, err = s.Reserve(ctx, newOrder("o1", 1))
+	require.NoError(t, err)
+	return s, ctx
+}
+
+func begin(t *testing.T, s *store.Store, req store.AttemptRequest) store.Begun {
+	t.Helper()
+	req.OrderID = "o1"
+	b, err := s.BeginAttempt(context.Background(), req)
+	require.NoError(t, err)
+	return b
+}
+
+func finish(t *testing.T, s *store.Store, no int, outcome, key string) {
+	t.Helper()
+	require.NoError(t, s.FinishAttempt(context.Background(), store.Answer{OrderID: "o1", No: no, Outcome: outcome,
+		TransactionKey: key, Detail: "test"}))
+}
+
+func TestUnreachableCreatesMayBeSentAgainUpToTheLimit(t *testing.T) {
+	t.Parallel()
+	s, ctx := reservedOrder(t)
+	b := begin(t, s, store.AttemptRequest{Limit: 2})
+	require.True(t, b.Send)
+	assert.Equal(t, 1, b.Attempt.No)
+	finish(t, s, 1, store.OutcomeUnreachable, "")
+	require.NoError(t, s.FinishAttempt(ctx, store.Answer{OrderID: "o1", No: 1, Outcome: store.OutcomeUnreachable}), "a repeated answer")
+	require.ErrorIs(t, s.FinishAttempt(ctx, store.Answer{OrderID: "o1", No: 1, Outcome: store.OutcomeAccepted, TransactionKey: "tx"}),
+		store.ErrIllegalTransition, "another answer for a closed attempt")
+
+	b = begin(t, s, store.AttemptRequest{Limit: 2})
+	require.True(t, b.Send, "the gateway never saw #1")
+	finish(t, s, 2, store.OutcomeUnreachable, "")
+	b = begin(t, s, store.AttemptRequest{Limit: 2})
+	assert.False(t, b.Send, "the limit counts creates in the database")
+	assert.Equal(t, 2, b.Count)
+	assert.Equal(t, store.OutcomeUnreachable, b.Attempt.Outcome)
+}
+
+func TestAnAnsweredCreateIsNeverSentAgain(t *testing.T) {
+	t.Parallel()
+	s, ctx := reservedOrder(t)
+	b := begin(t, s, store.AttemptRequest{})
+	finish(t, s, b.Attempt.No, store.OutcomeAccepted, "tx1")
+	o, err := s.GetOrder(ctx, "o1")
+	require.NoError(t, err)
+	assert.Equal(t, status.OrderPending, o.Status, "the answer and the status change are one transaction")
+	assert.Equal(t, status.PaymentPending, o.PaymentStatus)
+	assert.Equal(t, "tx1", o.TransactionKey)
+
+	// Neither a retry nor a grant sends past an accepted create.
+	for _, req := range []store.AttemptRequest{{}, {Grant: "resend-1"}, {IdempotencyKey: "k"}} {
+		again := begin(t, s, req)
+		assert.False(t, again.Send)
+		assert.Equal(t, store.OutcomeAccepted, again.Attempt.Outcome)
+		assert.Equal(t, "tx1", again.Attempt.TransactionKey)
+	}
+	attempts, err := s.Attempts(ctx, "o1")
+	require.NoError(t, err)
+	assert.Len(t, attempts, 1)
+}
+
+func TestAnUnknownCreateIsSentAgainOnlyUnderANewGrant(t *testing.T) {
+	t.Parallel()
+	s, ctx := reservedOrder(t)
+	b := begin(t, s, store.AttemptRequest{CallbackURL: "http://a/cb"})
+	// The sender dies before recording the answer: the next begin closes
+	// the attempt UNKNOWN, with the order's moves, and sends nothing.
+	again := begin(t, s, store.AttemptRequest{CallbackURL: "http://b/cb"})
+	assert.False(t, again.Send)
+	assert.Equal(t, b.Attempt.No, again.Attempt.No)
+	assert.Equal(t, store.OutcomeUnknown, again.Attempt.Outcome)
+	o, err := s.GetOrder(ctx, "o1")
+	require.NoError(t, err)
+	assert.Equal(t, status.OrderPending, o.Status)
+	assert.Equal(t, status.PaymentUnknown, o.PaymentStatus)
+
+	granted := begin(t, s, store.AttemptRequest{Grant: "resend-1", CallbackURL: "http://b/cb"})
+	require.True(t, granted.Send, "the workflow authorised one re-send")
+	assert.Equal(t, 2, granted.Attempt.No)
+	assert.Equal(t, "http://a/cb", granted.CallbackURL, "every create of the order carries the first one's callback URL")
+	finish(t, s, 2, store.OutcomeUnknown, "")
+	// The same grant, retried, reports the answer it got.
+	retried := begin(t, s, store.AttemptRequest{Grant: "resend-1"})
+	assert.False(t, retried.Send)
+	assert.Equal(t, 2, retried.Attempt.No)
+	assert.True(t, begin(t, s, store.AttemptRequest{Grant: "resend-2", Limit: 3}).Send)
+	assert.False(t, begin(t, s, store.AttemptRequest{Grant: "resend-3", Limit: 3}).Send, "the limit holds for grants too")
+}
+
+func TestAKeyedUnknownCreateMayBeSentAgainWithTheSameKey(t *testing.T) {
+	t.Parallel()
+	s, _ := reservedOrder(t)
+	b := begin(t, s, store.AttemptRequest{IdempotencyKey: "k"})
+	finish(t, s, b.Attempt.No, store.OutcomeUnknown, "")
+	assert.False(t, begin(t, s, store.AttemptRequest{}).Send, "without the key the gateway would take it as new")
+	assert.True(t, begin(t, s, store.AttemptRequest{IdempotencyKey: "k"}).Send)
+}
+
+func TestAfterAnUnknownWithoutKeyAKeyedCreateIsNotSent(t *testing.T) {
+	t.Parallel()
+	s, _ := reservedOrder(t)
+	b := begin(t, s, store.AttemptRequest{})
+	finish(t, s, b.Attempt.No, store.OutcomeUnknown, "")
+	assert.False(t, begin(t, s, store.AttemptRequest{IdempotencyKey: "k"}).Send, "the gateway cannot match a key to the unkeyed create")
+}
+
+func TestConcurrentAttemptsSendAtMostOne(t *testing.T) {
+	t.Parallel()
+	s, ctx := reservedOrder(t)
+	var mu sync.Mutex
+	sent := 0
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b, err := s.BeginAttempt(ctx, store.AttemptRequest{OrderID: "o1"})
+			if err != nil {
+				t.Errorf("unexpected: %v", err)
+				return
+			}
+			if b.Send {
+				mu.Lock()
+				sent++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	assert.Equal(t, 1, sent, "one create, the rest found it in flight")
+	attempts, err := s.Attempts(ctx, "o1")
+	require.NoError(t, err)
+	require.Len(t, attempts, 1)
+	assert.Equal(t, store.OutcomeUnknown, attempts[0].Outcome, "closed by the first begin that found it in flight")
+}
+
+func TestBeginAttemptRefusesAMissingOrFinalOrder(t *testing.T) {
+	t.Parallel()
+	s, ctx := reservedOrder(t)
+	_, err := s.BeginAttempt(ctx, store.AttemptRequest{OrderID: "ghost"})
+	require.ErrorIs(t, err, store.ErrNotFound)
+	require.NoError(t, s.Advance(ctx, store.Change{OrderID: "o1", Order: status.OrderCancelled, Reservation: store.ReleaseReservation, Cause: "x"}))
+	_, err = s.BeginAttempt(ctx, store.AttemptRequest{OrderID: "o1"})
+	require.ErrorIs(t, err, store.ErrIllegalTransition)
+}
