@@ -1,0 +1,153 @@
+package workflows
+
+import (
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/payguard/payguard/activities"
+	"github.com/payguard/payguard/gateway"
+	"github.com/payguard/payguard/status"
+	"github.com/payguard/payguard/store"
+)
+
+// Answers from the gateway: status polls through the breaker, callbacks, and
+// the rule that picks the definitive one.
+
+// Lookup results besides the gateway's statuses.
+const (
+	lookupNotFound    = "NOT_FOUND"
+	lookupUnavailable = "UNAVAILABLE"
+	lookupError       = "ERROR"
+)
+
+// poll asks the gateway, through the worker's breaker, what it knows.
+func (p *payment) poll(ctx workflow.Context) {
+	in := activities.LookupInput{OrderID: p.in.OrderID, TransactionKey: p.state.TransactionKey}
+	summary := fmt.Sprintf("Look up payment %s of order %s (amount %d)", in.TransactionKey, p.in.OrderID, p.in.Amount)
+	if in.TransactionKey == "" {
+		summary = fmt.Sprintf("Find order %s's transactions at the gateway (amount %d; create outcome unknown)", p.in.OrderID, p.in.Amount)
+	}
+	opts := workflow.ActivityOptions{
+		StartToCloseTimeout: p.tuning.LookupTimeout,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumAttempts: 3,
+			NonRetryableErrorTypes: []string{activities.ErrLookupUnavailable, activities.ErrGatewayRejected}},
+		Summary: summary,
+	}
+	var res activities.LookupResult
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), a.LookupPayment, in).Get(ctx, &res)
+	now := workflow.Now(ctx)
+	switch {
+	case ctx.Err() != nil:
+		return
+	case err == nil:
+		p.state.LastLookup = &Lookup{At: now, Result: lookupNotFound}
+		if tx, ok := p.mine(res.Transactions); ok {
+			p.state.LastLookup.Result = tx.Status
+		}
+		p.onTransactions(ctx, res.Transactions, "lookup")
+	case isType(err, activities.ErrLookupUnavailable):
+		// "We cannot look right now" — not "the payment failed".
+		p.state.LastLookup = &Lookup{At: now, Result: lookupUnavailable, Detail: "lookup breaker open"}
+	default:
+		p.state.LastLookup = &Lookup{At: now, Result: lookupError, Detail: err.Error()}
+	}
+}
+
+// mine picks the transaction that speaks for the order: a SUCCESS first;
+// then one still PENDING, since no failure is final while another create
+// may yet charge; then the one we track; then any.
+func (p *payment) mine(txs []gateway.Transaction) (gateway.Transaction, bool) {
+	for _, want := range []string{gateway.StatusSuccess, gateway.StatusPending} {
+		for _, tx := range txs {
+			if tx.Status == want {
+				return tx, true
+			}
+		}
+	}
+	for _, tx := range txs {
+		if tx.TransactionKey == p.state.TransactionKey {
+			return tx, true
+		}
+	}
+	if len(txs) > 0 {
+		return txs[0], true
+	}
+	return gateway.Transaction{}, false
+}
+
+// onCallback handles one gateway-callback signal.
+func (p *payment) onCallback(ctx workflow.Context, cb gateway.Transaction) {
+	if cb.OrderID != p.in.OrderID || cb.Amount != p.in.Amount {
+		p.log.Warn("callback rejected: other order or amount", "callback_order_id", cb.OrderID, "callback_amount", cb.Amount)
+		p.record(ctx, store.KindAnomaly, "callback rejected: it carries another order id or amount",
+			map[string]any{"callback_order_id": cb.OrderID, "callback_amount": cb.Amount, "transaction_key": cb.TransactionKey})
+		return
+	}
+	p.onTransactions(ctx, []gateway.Transaction{cb}, "callback")
+}
+
+// onTransactions learns from what the gateway says of the order's
+// transactions: new keys are tracked, a definitive status decides.
+func (p *payment) onTransactions(ctx workflow.Context, txs []gateway.Transaction, source string) {
+	var mine []gateway.Transaction
+	for _, tx := range txs {
+		if tx.OrderID != p.in.OrderID {
+			p.record(ctx, store.KindAnomaly, "gateway returned another order's transaction",
+				map[string]any{"transaction_key": tx.TransactionKey, "other_order_id": tx.OrderID})
+			continue
+		}
+		mine = append(mine, tx)
+		p.track(tx.TransactionKey)
+		if tx.Status == gateway.StatusFailed || tx.Status == gateway.StatusCancelled {
+			p.closed[tx.TransactionKey] = true
+		}
+	}
+	tx, ok := p.mine(mine)
+	if !ok {
+		return
+	}
+	if p.state.TransactionKey == "" && p.outcome == nil {
+		p.state.TransactionKey = tx.TransactionKey
+		p.maybeAtGateway = true
+		p.settleStep(ctx, activities.SettleInput{OrderID: p.in.OrderID, Payment: status.PaymentPending,
+			TransactionKey: tx.TransactionKey, Cause: "transaction found by " + source})
+		p.setStatus(ctx, status.OrderPending, status.PaymentPending)
+	}
+	switch tx.Status {
+	case gateway.StatusSuccess, gateway.StatusFailed, gateway.StatusCancelled:
+		p.decide(ctx, tx, source)
+	}
+}
+
+// decide takes the first definitive answer; every later one that disagrees
+// (or repeats) is an anomaly, recorded and ignored.
+func (p *payment) decide(ctx workflow.Context, tx gateway.Transaction, source string) {
+	if tx.Status == gateway.StatusCancelled {
+		// Cancelled by someone else at the gateway: nothing will be charged.
+		tx.Status, tx.Reason = gateway.StatusFailed, "CANCELLED_AT_GATEWAY"
+	}
+	if p.outcome == nil {
+		p.outcome = &tx
+		p.log.Info("definitive answer", "source", source, "status", tx.Status, "transaction_key", tx.TransactionKey)
+		return
+	}
+	detail := map[string]any{"source": source, "transaction_key": tx.TransactionKey, "status": tx.Status,
+		"decided_key": p.outcome.TransactionKey, "decided_status": p.outcome.Status}
+	if tx.TransactionKey == p.outcome.TransactionKey && tx.Status == p.outcome.Status {
+		p.record(ctx, store.KindAnomaly, "duplicate answer ignored", detail)
+		return
+	}
+	p.record(ctx, store.KindAnomaly, "contradicting answer ignored", detail)
+}
+
+// drainCallbacks handles callbacks already delivered but not yet read.
+func (p *payment) drainCallbacks(ctx workflow.Context) {
+	var cb gateway.Transaction
+	for p.callbacks.ReceiveAsync(&cb) {
+		p.onCallback(ctx, cb)
+		cb = gateway.Transaction{}
+	}
+}

@@ -1,0 +1,119 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/payguard/payguard/activities"
+	"github.com/payguard/payguard/gateway"
+	"github.com/payguard/payguard/status"
+	"github.com/payguard/payguard/store"
+)
+
+// The create: sending the charge request, and re-sending it only when the
+// gateway provably never took it.
+
+type sendResult int
+
+const (
+	sendAccepted sendResult = iota
+	sendUnknown
+	sendRejected
+	sendUnreachable
+)
+
+// send runs the create activity with up to budget tries and classifies how
+// it ended.
+func (p *payment) send(ctx workflow.Context, budget int) (sendResult, error) {
+	opts := workflow.ActivityOptions{
+		StartToCloseTimeout: p.tuning.RequestTimeout,
+		// An operator's cancel must not leave a create on the wire behind our
+		// back: wait for it to end, then compensation knows what to look for.
+		WaitForCancellation: true,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    500 * time.Millisecond,
+			BackoffCoefficient: 2,
+			MaximumAttempts:    int32(budget),
+			// The activity already marks these non-retryable; listing them
+			// again guards against a future activity that forgets.
+			NonRetryableErrorTypes: []string{activities.ErrGatewayOutcomeUnknown, activities.ErrGatewayRejected,
+				activities.ErrIllegalTransition, activities.ErrInvalidOrder},
+		},
+		Summary: fmt.Sprintf("Charge %d for order %s (%s card, up to %d tries)", p.in.Amount, p.in.OrderID, p.in.CardType, budget),
+	}
+	var res activities.RequestResult
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), a.RequestPayment, activities.RequestInput{
+		OrderID: p.in.OrderID, Amount: p.in.Amount, UserID: p.in.UserID, CardType: p.in.CardType, CardNo: p.in.CardNo,
+	}).Get(ctx, &res)
+	if err == nil {
+		p.state.Attempts += res.Attempt
+		p.maybeAtGateway = true
+		p.track(res.TransactionKey)
+		p.state.TransactionKey = res.TransactionKey
+		p.setStatus(ctx, status.OrderPending, status.PaymentPending)
+		return sendAccepted, nil
+	}
+	if ctx.Err() != nil {
+		// Cancelled while sending: whatever happened, look for it when compensating.
+		p.maybeAtGateway = true
+		return 0, err
+	}
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		var failure activities.RequestFailure
+		if appErr.HasDetails() {
+			_ = appErr.Details(&failure)
+		}
+		p.state.Attempts += max(failure.Attempt, 1)
+		switch appErr.Type() {
+		case activities.ErrGatewayUnreachable:
+			return sendUnreachable, nil
+		case activities.ErrGatewayRejected:
+			p.state.Reason = failure.Code
+			p.setStatus(ctx, "", status.PaymentFailed)
+			return sendRejected, nil
+		case activities.ErrGatewayOutcomeUnknown, activities.ErrGatewayUnknownKeyed:
+		default:
+			return 0, err
+		}
+	} else {
+		// The activity itself timed out on every try: whatever it sent, we
+		// cannot prove it never arrived.
+		p.state.Attempts++
+	}
+	p.maybeAtGateway = true
+	p.unknownSince = workflow.Now(ctx)
+	p.setStatus(ctx, status.OrderPending, status.PaymentUnknown)
+	p.log.Warn("create outcome unknown; looking the order up instead of re-sending", "error", err)
+	return sendUnknown, nil
+}
+
+// resendDue: the latest create's outcome is unknown, the grace period has
+// passed and the gateway still knows no transaction of this order — so it
+// never took the request, and sending again cannot charge twice.
+func (p *payment) resendDue(ctx workflow.Context) bool {
+	return p.state.TransactionKey == "" && len(p.keys) == 0 &&
+		p.state.LastLookup != nil && p.state.LastLookup.Result == lookupNotFound &&
+		workflow.Now(ctx).Sub(p.unknownSince) >= p.tuning.UnknownGrace &&
+		p.state.Attempts < p.tuning.RequestAttempts
+}
+
+func (p *payment) resend(ctx workflow.Context) {
+	p.log.Info("no transaction after the grace period; sending the create again", "attempts", p.state.Attempts)
+	p.record(ctx, store.KindAnomaly, "create re-sent: no transaction at the gateway after the grace period", nil)
+	p.setStatus(ctx, "", status.PaymentRequested)
+	sent, err := p.send(ctx, p.tuning.RequestAttempts-p.state.Attempts)
+	switch {
+	case err != nil:
+		p.log.Error("re-send failed", "error", err)
+	case sent == sendRejected:
+		p.outcome = &gateway.Transaction{OrderID: p.in.OrderID, Amount: p.in.Amount, Status: gateway.StatusFailed, Reason: p.state.Reason}
+	case sent == sendUnreachable:
+		// Still nothing at the gateway: keep waiting for the deadline.
+		p.setStatus(ctx, "", status.PaymentUnknown)
+	}
+}

@@ -1,0 +1,141 @@
+package workflows
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/payguard/payguard/activities"
+	"github.com/payguard/payguard/gateway"
+	"github.com/payguard/payguard/status"
+	"github.com/payguard/payguard/store"
+)
+
+// The endings: settling on a definitive answer, and compensation when none
+// came in time or an operator cancelled.
+
+// settle records the definitive answer: SUCCESS sells the stock, FAILED
+// gives it back. It runs disconnected: once the gateway has answered, an
+// operator's cancel must not leave the order half-recorded.
+func (p *payment) settle(ctx workflow.Context, tx gateway.Transaction, cause string) (State, error) {
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	if tx.Status == gateway.StatusSuccess {
+		p.state.TransactionKey = tx.TransactionKey
+		if err := p.settleStep(dctx, activities.SettleInput{OrderID: p.in.OrderID, Order: status.OrderConfirmed,
+			Payment: status.PaymentSuccess, TransactionKey: tx.TransactionKey, Reservation: store.CommitReservation,
+			Cause: "payment SUCCESS: " + cause}); err != nil {
+			return p.state, err
+		}
+		p.setStatus(dctx, status.OrderConfirmed, status.PaymentSuccess)
+		// Any other live transaction of this order could become a second charge.
+		others := slices.DeleteFunc(slices.Clone(p.keys), func(k string) bool { return k == tx.TransactionKey || p.closed[k] })
+		if len(others) > 0 {
+			p.record(dctx, store.KindAnomaly, "order has other transactions; cancelling them", map[string]any{"transaction_keys": others})
+			p.cancelAtGateway(dctx, others, false)
+		}
+	} else {
+		p.state.Reason = tx.Reason
+		if err := p.settleStep(dctx, activities.SettleInput{OrderID: p.in.OrderID, Order: status.OrderFailed,
+			Payment: status.PaymentFailed, TransactionKey: tx.TransactionKey, Reason: tx.Reason,
+			Reservation: store.ReleaseReservation, Cause: "payment FAILED: " + cause}); err != nil {
+			return p.state, err
+		}
+		p.setStatus(dctx, status.OrderFailed, status.PaymentFailed)
+	}
+	p.drainLate(dctx)
+	return p.state, nil
+}
+
+// deadlinePassed: one last look, then confirm or compensate.
+func (p *payment) deadlinePassed(ctx workflow.Context) (State, error) {
+	p.log.Info("deadline passed; last lookup before compensation")
+	p.drainCallbacks(ctx)
+	if p.outcome == nil {
+		p.poll(ctx)
+	}
+	if p.outcome != nil {
+		return p.settle(ctx, *p.outcome, "found at the deadline")
+	}
+	return p.compensate(ctx, "deadline passed without a definitive answer")
+}
+
+// cancelled is an operator's cancel: compensate, then end as cancelled.
+func (p *payment) cancelled(ctx workflow.Context) (State, error) {
+	p.log.Info("workflow cancelled by an operator; compensating")
+	if _, err := p.compensate(ctx, "cancelled by an operator"); err != nil {
+		return p.state, err
+	}
+	return p.state, temporal.NewCanceledError("order cancelled by an operator; compensation done")
+}
+
+// compensate cancels whatever the gateway may hold for this order, releases
+// the stock and ends the order CANCELLED — on a disconnected context, so it
+// also runs when the workflow itself is being cancelled.
+func (p *payment) compensate(ctx workflow.Context, cause string) (State, error) {
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	payment := status.PaymentCancelled
+	if len(p.keys) > 0 || p.maybeAtGateway {
+		res, err := p.cancelAtGateway(dctx, p.keys, p.maybeAtGateway)
+		if err != nil {
+			return p.state, err
+		}
+		if res.Refunded > 0 {
+			payment = status.PaymentRefunded
+		}
+	}
+	if p.state.Attempts == 0 && !p.maybeAtGateway {
+		payment = "" // nothing was ever sent: there is no payment to close
+	}
+	err := workflow.ExecuteActivity(p.storeCtx(dctx, fmt.Sprintf("Cancel order %s (amount %d) and release %d × %s", p.in.OrderID, p.in.Amount, p.in.Quantity, p.in.ProductID)),
+		a.CancelOrder, activities.SettleInput{OrderID: p.in.OrderID, Payment: payment, Cause: cause}).Get(dctx, nil)
+	if err != nil {
+		return p.state, err
+	}
+	p.state.Reason = cause
+	p.setStatus(dctx, status.OrderCancelled, payment)
+	p.drainLate(dctx)
+	return p.state, nil
+}
+
+// cancelAtGateway cancels transactions until the gateway acknowledges.
+func (p *payment) cancelAtGateway(ctx workflow.Context, keys []string, searchByOrder bool) (activities.CancelResult, error) {
+	opts := workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute},
+		Summary:             fmt.Sprintf("Cancel order %s's payment of %d at the gateway (refund if charged)", p.in.OrderID, p.in.Amount),
+	}
+	var res activities.CancelResult
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), a.CancelPayments,
+		activities.CancelInput{OrderID: p.in.OrderID, TransactionKeys: keys, SearchByOrder: searchByOrder}).Get(ctx, &res)
+	for _, tx := range res.Transactions {
+		p.compensated = append(p.compensated, tx.TransactionKey)
+		p.track(tx.TransactionKey)
+	}
+	return res, err
+}
+
+// drainLate reads callbacks that arrived while the order was being settled.
+// A SUCCESS that is not the order's own confirmed charge, and that the
+// compensation did not already cancel, took money for nothing: it is
+// refunded now, never dropped.
+func (p *payment) drainLate(ctx workflow.Context) {
+	var cb gateway.Transaction
+	for p.callbacks.ReceiveAsync(&cb) {
+		ours := p.state.Status == status.OrderConfirmed && cb.TransactionKey == p.state.TransactionKey
+		if cb.Status == gateway.StatusSuccess && cb.OrderID == p.in.OrderID && !ours && !slices.Contains(p.compensated, cb.TransactionKey) {
+			p.record(ctx, store.KindAnomaly, "SUCCESS arrived after the order was settled "+string(p.state.Status)+"; refunding",
+				map[string]any{"transaction_key": cb.TransactionKey})
+			if _, err := p.cancelAtGateway(ctx, []string{cb.TransactionKey}, false); err == nil && p.state.Status != status.OrderConfirmed {
+				_ = p.settleStep(ctx, activities.SettleInput{OrderID: p.in.OrderID, Payment: status.PaymentRefunded,
+					Cause: "late SUCCESS refunded"})
+				p.setStatus(ctx, "", status.PaymentRefunded)
+			}
+		} else {
+			p.onCallback(ctx, cb)
+		}
+		cb = gateway.Transaction{}
+	}
+}
