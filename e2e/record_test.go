@@ -95,6 +95,46 @@ func TestRecordReplayHistories(t *testing.T) {
 			_, err := s.Starter(ctx, "cancel", id)
 			require.NoError(t, err)
 		}, status.OrderCancelled},
+		{"resend_after_grace", func(id string) {
+			// A 500 before the gateway created anything: unknown, then
+			// nothing found after the grace period, then one granted re-send.
+			testenv.PatchFaults(t, s.Sim, map[string]any{"create": map[string]any{"failNext": 1, "errorStatus": 500}})
+			placeOrder(t, s, id, "P1", 1)
+			testenv.Eventually(t, 30*time.Second, func() bool { return s.Sim.Stats().Orders[id].CreateRequests == 2 }, "re-sent")
+			resolve(id, "SUCCESS", true)
+		}, status.OrderConfirmed},
+		{"create_waits_for_database", func(id string) {
+			_, err := s.Store.Pool().Exec(ctx, `
+				CREATE SEQUENCE outage;
+				CREATE FUNCTION outage() RETURNS trigger LANGUAGE plpgsql AS $$
+				BEGIN
+					IF nextval('outage') <= 3 THEN RAISE EXCEPTION 'injected: the database is unavailable'; END IF;
+					RETURN NEW;
+				END $$;
+				CREATE TRIGGER outage BEFORE INSERT ON payment_attempts FOR EACH ROW EXECUTE FUNCTION outage();`)
+			require.NoError(t, err)
+			placeOrder(t, s, id, "P1", 1)
+			waitOrder(t, s, id, status.OrderPending, 30*time.Second)
+			_, err = s.Store.Pool().Exec(ctx, `DROP TRIGGER outage ON payment_attempts`)
+			require.NoError(t, err)
+			resolve(id, "SUCCESS", true)
+		}, status.OrderConfirmed},
+		{"cancel_during_reserve", func(id string) {
+			lock, err := s.Store.Pool().Begin(ctx)
+			require.NoError(t, err)
+			defer func() { _ = lock.Rollback(ctx) }()
+			_, err = lock.Exec(ctx, `SELECT * FROM products WHERE product_id = 'P1' FOR UPDATE`)
+			require.NoError(t, err)
+			placeOrder(t, s, id, "P1", 1)
+			testenv.Eventually(t, 30*time.Second, func() bool {
+				var waiting int
+				err := s.Store.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+					WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting)
+				return err == nil && waiting == 1
+			}, "Reserve blocked")
+			_, err = s.Starter(ctx, "cancel", id, "--wait=false")
+			require.NoError(t, err)
+		}, status.OrderCancelled},
 	}
 	root, err := testenv.ModuleRoot()
 	require.NoError(t, err)

@@ -27,7 +27,12 @@ const (
 func (p *payment) poll(ctx workflow.Context) {
 	in := activities.LookupInput{OrderID: p.in.OrderID, TransactionKey: p.state.TransactionKey}
 	summary := fmt.Sprintf("Look up payment %s of order %s (amount %d)", in.TransactionKey, p.in.OrderID, p.in.Amount)
-	if in.TransactionKey == "" {
+	if p.v >= moneySafe && len(p.keys) > 1 {
+		// Several transactions: only all of them together say whether the
+		// order is decided (see decide).
+		in.TransactionKey = ""
+		summary = fmt.Sprintf("Find order %s's %d transactions at the gateway (amount %d)", p.in.OrderID, len(p.keys), p.in.Amount)
+	} else if in.TransactionKey == "" {
 		summary = fmt.Sprintf("Find order %s's transactions at the gateway (amount %d; create outcome unknown)", p.in.OrderID, p.in.Amount)
 	}
 	opts := workflow.ActivityOptions{
@@ -109,7 +114,7 @@ func (p *payment) onTransactions(ctx workflow.Context, txs []gateway.Transaction
 	if !ok {
 		return
 	}
-	if p.state.TransactionKey == "" && p.outcome == nil {
+	if p.state.TransactionKey == "" && p.outcome == nil && !(p.v >= moneySafe && p.state.Status.Final()) {
 		p.state.TransactionKey = tx.TransactionKey
 		p.maybeAtGateway = true
 		p.settleStep(ctx, activities.SettleInput{OrderID: p.in.OrderID, Payment: status.PaymentPending,
@@ -129,6 +134,20 @@ func (p *payment) decide(ctx workflow.Context, tx gateway.Transaction, source st
 		// Cancelled by someone else at the gateway: nothing will be charged.
 		tx.Status, tx.Reason = gateway.StatusFailed, "CANCELLED_AT_GATEWAY"
 	}
+	if p.outcome == nil && p.v >= moneySafe {
+		detail := map[string]any{"source": source, "transaction_key": tx.TransactionKey, "status": tx.Status}
+		switch live := p.otherLive(tx.TransactionKey); {
+		case p.state.Status.Final():
+			p.record(ctx, store.KindAnomaly, "answer after the order ended "+string(p.state.Status)+" ignored", detail)
+			return
+		case tx.Status == gateway.StatusFailed && len(live) > 0:
+			// Another transaction of the order may still charge: failing
+			// now would release the stock under a live charge.
+			detail["live_transaction_keys"] = live
+			p.record(ctx, store.KindAnomaly, "FAILED answer while another transaction of the order is live; waiting for it", detail)
+			return
+		}
+	}
 	if p.outcome == nil {
 		p.outcome = &tx
 		p.log.Info("definitive answer", "source", source, "status", tx.Status, "transaction_key", tx.TransactionKey)
@@ -141,6 +160,18 @@ func (p *payment) decide(ctx workflow.Context, tx gateway.Transaction, source st
 		return
 	}
 	p.record(ctx, store.KindAnomaly, "contradicting answer ignored", detail)
+}
+
+// otherLive lists the order's transactions other than key not known to be
+// FAILED or CANCELLED.
+func (p *payment) otherLive(key string) []string {
+	var live []string
+	for _, k := range p.keys {
+		if k != key && !p.closed[k] {
+			live = append(live, k)
+		}
+	}
+	return live
 }
 
 // drainCallbacks handles callbacks already delivered but not yet read.

@@ -27,8 +27,16 @@ const (
 )
 
 // send runs the create activity with up to budget tries and classifies how
-// it ended.
-func (p *payment) send(ctx workflow.Context, budget int) (sendResult, error) {
+// it ended. grant authorises a re-send past an unknown outcome ("" for the
+// first send).
+//
+// From versionMoneySafety on, the budget is counted by the activity in the
+// database, where a create that timed out still counts, and Temporal retries
+// without an attempt limit: a database outage before anything is sent is
+// waited out, and every ending is one of the four results, never an error.
+func (p *payment) send(ctx workflow.Context, budget int, grant string) (sendResult, error) {
+	in := activities.RequestInput{OrderID: p.in.OrderID, Amount: p.in.Amount, UserID: p.in.UserID, CardType: p.in.CardType,
+		CardNo: p.in.CardNo}
 	opts := workflow.ActivityOptions{
 		StartToCloseTimeout: p.tuning.RequestTimeout,
 		// An operator's cancel must not leave a create on the wire behind our
@@ -45,12 +53,17 @@ func (p *payment) send(ctx workflow.Context, budget int) (sendResult, error) {
 		},
 		Summary: fmt.Sprintf("Charge %d for order %s (%s card, up to %d tries)", p.in.Amount, p.in.OrderID, p.in.CardType, budget),
 	}
+	if p.v >= moneySafe {
+		in.Limit, in.Grant = p.tuning.RequestAttempts, grant
+		opts.RetryPolicy.MaximumAttempts = 0
+		opts.RetryPolicy.MaximumInterval = 10 * time.Second
+		opts.Summary = fmt.Sprintf("Charge %d for order %s (%s card, create %d of at most %d)", p.in.Amount, p.in.OrderID,
+			p.in.CardType, p.state.Attempts+1, p.tuning.RequestAttempts)
+	}
 	var res activities.RequestResult
-	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), a.RequestPayment, activities.RequestInput{
-		OrderID: p.in.OrderID, Amount: p.in.Amount, UserID: p.in.UserID, CardType: p.in.CardType, CardNo: p.in.CardNo,
-	}).Get(ctx, &res)
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), a.RequestPayment, in).Get(ctx, &res)
 	if err == nil {
-		p.state.Attempts += res.Attempt
+		p.countAttempts(res.Attempt, res.Attempts)
 		p.maybeAtGateway = true
 		p.track(res.TransactionKey)
 		p.state.TransactionKey = res.TransactionKey
@@ -68,7 +81,7 @@ func (p *payment) send(ctx workflow.Context, budget int) (sendResult, error) {
 		if appErr.HasDetails() {
 			_ = appErr.Details(&failure)
 		}
-		p.state.Attempts += max(failure.Attempt, 1)
+		p.countAttempts(max(failure.Attempt, 1), failure.Attempts)
 		switch appErr.Type() {
 		case activities.ErrGatewayUnreachable:
 			return sendUnreachable, nil
@@ -78,9 +91,13 @@ func (p *payment) send(ctx workflow.Context, budget int) (sendResult, error) {
 			return sendRejected, nil
 		case activities.ErrGatewayOutcomeUnknown, activities.ErrGatewayUnknownKeyed:
 		default:
-			return 0, err
+			if p.v < moneySafe {
+				return 0, err
+			}
+			// A failure we cannot classify may have come after the create
+			// left: the outcome is unknown, never "payment failed".
 		}
-	} else {
+	} else if p.v < moneySafe {
 		// The activity itself timed out on every try: whatever it sent, we
 		// cannot prove it never arrived.
 		p.state.Attempts++
@@ -90,6 +107,17 @@ func (p *payment) send(ctx workflow.Context, budget int) (sendResult, error) {
 	p.setStatus(ctx, status.OrderPending, status.PaymentUnknown)
 	p.log.Warn("create outcome unknown; looking the order up instead of re-sending", "error", err)
 	return sendUnknown, nil
+}
+
+// countAttempts takes the database's count of the order's creates when the
+// activity reports it, and otherwise (runs before versionMoneySafety) adds
+// the Temporal attempts.
+func (p *payment) countAttempts(tries, recorded int) {
+	if p.v >= moneySafe && recorded > 0 {
+		p.state.Attempts = recorded
+		return
+	}
+	p.state.Attempts += tries
 }
 
 // resendDue: the latest create's outcome is unknown, the grace period has
@@ -106,7 +134,8 @@ func (p *payment) resend(ctx workflow.Context) {
 	p.log.Info("no transaction after the grace period; sending the create again", "attempts", p.state.Attempts)
 	p.record(ctx, store.KindAnomaly, "create re-sent: no transaction at the gateway after the grace period", nil)
 	p.setStatus(ctx, "", status.PaymentRequested)
-	sent, err := p.send(ctx, p.tuning.RequestAttempts-p.state.Attempts)
+	p.resends++
+	sent, err := p.send(ctx, p.tuning.RequestAttempts-p.state.Attempts, fmt.Sprintf("resend-%d", p.resends))
 	switch {
 	case err != nil:
 		p.log.Error("re-send failed", "error", err)

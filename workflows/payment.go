@@ -76,7 +76,24 @@ type payment struct {
 	unknownSince   time.Time            // when the latest create's outcome became unknown
 	outcome        *gateway.Transaction // the first definitive answer
 	compensated    []string             // transactions cancelled by compensation
+	resends        int                  // re-sends authorised so far
+
+	// v is the run's code version: runs started before the money-safety
+	// fixes replay on the code they ran (see versionMoneySafety).
+	v workflow.Version
 }
+
+// versionMoneySafety gates the fixes of the money-safety review, in
+// effect for runs started after them: Reserve waits for an operator's cancel
+// to let it end; the create retries a database outage for as long as it
+// lasts, counts creates from the database, treats any failure it cannot
+// classify as an unknown outcome and authorises each re-send explicitly; a
+// FAILED answer decides only when no other transaction of the order is live;
+// and a final order status never moves.
+const (
+	versionMoneySafety = "money-safety"
+	moneySafe          = workflow.Version(1)
+)
 
 func (w *Workflows) setup(ctx workflow.Context, in PaymentInput) (*payment, error) {
 	if in.OrderID == "" || in.ProductID == "" || in.Quantity <= 0 || in.Amount <= 0 {
@@ -104,6 +121,7 @@ func (w *Workflows) setup(ctx workflow.Context, in PaymentInput) (*payment, erro
 		state: State{OrderID: in.OrderID, Status: status.OrderReserving,
 			Deadline: workflow.Now(ctx).Add(in.Deadline)},
 	}
+	p.v = workflow.GetVersion(ctx, versionMoneySafety, workflow.DefaultVersion, moneySafe)
 	if err := workflow.SetQueryHandler(ctx, StateQuery, func() (State, error) { return p.state, nil }); err != nil {
 		return nil, err
 	}
@@ -113,13 +131,19 @@ func (w *Workflows) setup(ctx workflow.Context, in PaymentInput) (*payment, erro
 func (p *payment) run(ctx workflow.Context) (State, error) {
 	p.setStatus(ctx, status.OrderReserving, "")
 	var order store.Order
-	err := workflow.ExecuteActivity(p.storeCtx(ctx, fmt.Sprintf("Reserve %d × %s for order %s (amount %d)", p.in.Quantity, p.in.ProductID, p.in.OrderID, p.in.Amount)),
-		a.Reserve, activities.ReserveInput{OrderID: p.in.OrderID, ProductID: p.in.ProductID, Quantity: p.in.Quantity,
-			Amount: p.in.Amount, UserID: p.in.UserID}).Get(ctx, &order)
+	reserveCtx := p.storeCtx(ctx, fmt.Sprintf("Reserve %d × %s for order %s (amount %d)", p.in.Quantity, p.in.ProductID, p.in.OrderID, p.in.Amount))
+	if p.v >= moneySafe {
+		// An operator's cancel must not compensate while Reserve may still
+		// commit: the stock it holds would stay held with no workflow.
+		reserveCtx = workflow.WithWaitForCancellation(reserveCtx, true)
+	}
+	err := workflow.ExecuteActivity(reserveCtx, a.Reserve, activities.ReserveInput{OrderID: p.in.OrderID, ProductID: p.in.ProductID,
+		Quantity: p.in.Quantity, Amount: p.in.Amount, UserID: p.in.UserID}).Get(ctx, &order)
+	rejected := isType(err, activities.ErrOutOfStock, activities.ErrUnknownProduct)
 	switch {
-	case ctx.Err() != nil:
+	case ctx.Err() != nil && !(rejected && p.v >= moneySafe):
 		return p.cancelled(ctx)
-	case isType(err, activities.ErrOutOfStock, activities.ErrUnknownProduct):
+	case rejected:
 		p.state.Reason = errorType(err)
 		p.setStatus(ctx, status.OrderRejected, "")
 		p.log.Info("order rejected", "reason", p.state.Reason)
@@ -129,7 +153,7 @@ func (p *payment) run(ctx workflow.Context) (State, error) {
 	}
 
 	p.setStatus(ctx, status.OrderRequesting, status.PaymentRequested)
-	sent, err := p.send(ctx, p.tuning.RequestAttempts)
+	sent, err := p.send(ctx, p.tuning.RequestAttempts, "")
 	if ctx.Err() != nil {
 		return p.cancelled(ctx)
 	}
@@ -209,7 +233,12 @@ func (p *payment) track(key string) {
 }
 
 // setStatus updates the query state and the search attributes together.
+// A final order status never moves.
 func (p *payment) setStatus(ctx workflow.Context, order status.Order, pay status.Payment) {
+	if p.v >= moneySafe && p.state.Status.Final() && order != "" && order != p.state.Status {
+		p.log.Warn("order already final; status kept", "status", p.state.Status, "refused", order)
+		order = ""
+	}
 	if order != "" {
 		p.state.Status = order
 	}

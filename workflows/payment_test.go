@@ -42,10 +42,12 @@ type run struct {
 
 	mu       sync.Mutex
 	requests int
+	sent     []activities.RequestInput
 	lookups  []activities.LookupInput
 	cancels  []activities.CancelInput
 	settles  []activities.SettleInput
 	orderEnd []activities.SettleInput
+	endedAt  []time.Time // when each CancelOrder ran, workflow time
 	events   []activities.EventInput
 }
 
@@ -60,6 +62,7 @@ func newRun(t *testing.T) *run {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		r.orderEnd = append(r.orderEnd, in)
+		r.endedAt = append(r.endedAt, r.env.Now())
 		return nil
 	}).Maybe()
 	r.env.OnActivity(a.RecordEvent, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.EventInput) error {
@@ -74,10 +77,11 @@ func newRun(t *testing.T) *run {
 
 // requestReturns makes the create activity answer from the list, one per try.
 func (r *run) requestReturns(answers ...func() (activities.RequestResult, error)) {
-	r.env.OnActivity(a.RequestPayment, mock.Anything, mock.Anything).Return(func(context.Context, activities.RequestInput) (activities.RequestResult, error) {
+	r.env.OnActivity(a.RequestPayment, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.RequestInput) (activities.RequestResult, error) {
 		r.mu.Lock()
 		i := r.requests
 		r.requests++
+		r.sent = append(r.sent, in)
 		r.mu.Unlock()
 		if i >= len(answers) {
 			return activities.RequestResult{}, errors.New("unexpected create")
@@ -88,14 +92,15 @@ func (r *run) requestReturns(answers ...func() (activities.RequestResult, error)
 
 func accepted(attempt int) func() (activities.RequestResult, error) {
 	return func() (activities.RequestResult, error) {
-		return activities.RequestResult{TransactionKey: txKey, Attempt: attempt}, nil
+		return activities.RequestResult{TransactionKey: txKey, Attempt: attempt, Attempts: attempt}, nil
 	}
 }
 
 func failing(kind string, retryable bool, attempt int, code string) func() (activities.RequestResult, error) {
 	return func() (activities.RequestResult, error) {
 		cause := errors.New(kind)
-		d := activities.RequestFailure{Attempt: attempt, Code: code}
+		// In these runs every Temporal try sends one create.
+		d := activities.RequestFailure{Attempt: attempt, Attempts: attempt, Code: code}
 		if retryable {
 			return activities.RequestResult{}, temporal.NewApplicationErrorWithCause(kind, kind, cause, d)
 		}
@@ -271,8 +276,9 @@ func TestConnectErrorsTwiceThenAccepted(t *testing.T) {
 
 func TestConnectErrorsOnEveryAttemptCompensateWithNothingToCancel(t *testing.T) {
 	r := newRun(t)
+	// The activity says so itself when the third create is the last allowed.
 	r.requestReturns(failing(activities.ErrGatewayUnreachable, true, 1, ""), failing(activities.ErrGatewayUnreachable, true, 2, ""),
-		failing(activities.ErrGatewayUnreachable, true, 3, ""))
+		failing(activities.ErrGatewayUnreachable, false, 3, ""))
 	st := r.execute(t)
 	assert.Equal(t, 3, r.requests)
 	assert.Equal(t, status.OrderCancelled, st.Status)
@@ -320,12 +326,20 @@ func TestReadTimeoutThenFoundByOrderID(t *testing.T) {
 
 func TestServerErrorThenNothingAfterGraceIsResentOnce(t *testing.T) {
 	r := newRun(t)
-	r.requestReturns(failing(activities.ErrGatewayOutcomeUnknown, false, 1, "INTERNAL"), accepted(1))
+	resent := func() (activities.RequestResult, error) {
+		return activities.RequestResult{TransactionKey: txKey, Attempt: 1, Attempts: 2}, nil
+	}
+	r.requestReturns(failing(activities.ErrGatewayOutcomeUnknown, false, 1, "INTERNAL"), resent)
 	r.lookupReturns(nothingFound, nothingFound, found(gateway.StatusSuccess))
 	st := r.execute(t)
 	requireConfirmed(t, r, st)
 	assert.Equal(t, 2, r.requests, "re-sent exactly once")
 	assert.Equal(t, 2, st.Attempts)
+	assert.Empty(t, r.sent[0].Grant, "the first create needs no grant")
+	assert.Equal(t, "resend-1", r.sent[1].Grant, "the re-send is authorised explicitly")
+	for _, in := range r.sent {
+		assert.Equal(t, workflows.DefaultTuning().RequestAttempts, in.Limit, "the database enforces the create budget")
+	}
 	assert.Contains(t, r.anomalies(), "create re-sent: no transaction at the gateway after the grace period")
 }
 

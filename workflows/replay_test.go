@@ -17,8 +17,17 @@ import (
 	"github.com/payguard/payguard/workflows"
 )
 
-// The paths of PaymentWorkflow recorded from real runs (make record-histories).
+// The paths of PaymentWorkflow recorded from real runs (make record-histories)
+// into testdata/.
 var recordedPaths = []string{
+	"callback_success", "poll_success", "callback_failed", "rejected", "out_of_stock",
+	"unknown_then_found", "breaker_open_then_success", "deadline_compensation", "operator_cancel",
+	"resend_after_grace", "create_waits_for_database", "cancel_during_reserve",
+}
+
+// The same paths as recorded before the money-safety version (testdata/v0/):
+// runs started then still replay on the code they ran.
+var recordedBeforeMoneySafety = []string{
 	"callback_success", "poll_success", "callback_failed", "rejected", "out_of_stock",
 	"unknown_then_found", "breaker_open_then_success", "deadline_compensation", "operator_cancel",
 }
@@ -29,9 +38,15 @@ func replayLogger() sdklog.Logger { return sdklog.NewStructuredLogger(slog.New(s
 // change that alters the commands of a released workflow without
 // workflow.GetVersion fails here.
 func TestRecordedHistoriesReplay(t *testing.T) {
+	var paths []string
 	for _, name := range recordedPaths {
-		t.Run(name, func(t *testing.T) {
-			path := filepath.Join("testdata", name+".json")
+		paths = append(paths, filepath.Join("testdata", name+".json"))
+	}
+	for _, name := range recordedBeforeMoneySafety {
+		paths = append(paths, filepath.Join("testdata", "v0", name+".json"))
+	}
+	for _, path := range paths {
+		t.Run(path, func(t *testing.T) {
 			_, err := os.Stat(path)
 			require.NoError(t, err, "recorded history missing: run `make record-histories`")
 			r := worker.NewWorkflowReplayer()

@@ -100,10 +100,18 @@ func (h *callbackHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var notFound *serviceerror.NotFound
 	if errors.As(err, &notFound) {
 		// The workflow ended between our read and the signal: read again.
-		if order, err = h.store.GetOrder(ctx, cb.OrderID); err == nil && order.Status.Final() {
-			h.settled(ctx, w, order, cb)
+		if again, rerr := h.store.GetOrder(ctx, cb.OrderID); rerr == nil && again.Status.Final() {
+			h.settled(ctx, w, again, cb)
 			return
 		}
+		// Not final, yet no workflow runs for it: nothing can apply the
+		// callback now. It is kept on the order's record for the operator
+		// (and reconciliation), and the gateway is told to retry — a 200
+		// would make it stop, and the answer would be lost.
+		h.log.Error("callback for an order with no running workflow", "order_id", cb.OrderID, "status", cb.Status)
+		_ = h.store.RecordEvent(ctx, store.Event{OrderID: cb.OrderID, Kind: store.KindCallback,
+			Cause:  "callback not delivered: the order's workflow is not running",
+			Detail: map[string]any{"transaction_key": cb.TransactionKey, "status": cb.Status, "order_status": string(order.Status)}})
 	}
 	if err != nil {
 		h.log.Error("signal workflow", "order_id", cb.OrderID, "error", err.Error())
