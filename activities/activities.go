@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -114,7 +115,7 @@ func (a *Activities) RequestPayment(ctx context.Context, in RequestInput) (Reque
 	if !begun.Send {
 		activity.GetLogger(ctx).Warn("not sending: the order's latest create has an answer that stands",
 			"order_id", in.OrderID, "attempt_no", begun.Attempt.No, "outcome", begun.Attempt.Outcome)
-		return a.report(ctx, in, begun.Attempt, begun.Count, false)
+		return a.report(ctx, in, begun.Attempt, begun.Count, begun.Unresolved, false)
 	}
 
 	start := time.Now()
@@ -128,7 +129,9 @@ func (a *Activities) RequestPayment(ctx context.Context, in RequestInput) (Reque
 	}
 	attempt := begun.Attempt
 	attempt.Outcome, attempt.TransactionKey, attempt.Reason, attempt.Detail = answer.Outcome, answer.TransactionKey, answer.Reason, answer.Detail
-	return a.report(ctx, in, attempt, begun.Count, answer.Outcome == store.OutcomeUnknown && key != "" && answer.Reason != reasonKeyReused)
+	keyedRetry := key != "" && answer.Reason != reasonKeyReused &&
+		(answer.Outcome == store.OutcomeUnknown || (begun.Unresolved && answer.Outcome == store.OutcomeUnreachable))
+	return a.report(ctx, in, attempt, begun.Count, begun.Unresolved, keyedRetry)
 }
 
 // reasonKeyReused marks a 422: the key was used with another body. Sending
@@ -139,9 +142,13 @@ var observedAs = map[string]string{store.OutcomeAccepted: OutcomeOK, store.Outco
 	store.OutcomeUnknown: OutcomeUnknown, store.OutcomeRejected: OutcomeRejected}
 
 // classifyCreate maps a create's result to an attempt outcome. A 4xx is the
-// card's refusal, except 409 (this key's first request is still being worked
-// on) and 422 (this key came with another body): neither says anything about
-// the card, and the first request may be charging it, so both are unknown.
+// card's refusal, except:
+//   - 409 (this key's first request is still being worked on), 422 (this key
+//     came with another body) and 408: they say nothing about the card, and
+//     a first request may be charging it: unknown;
+//   - 429, 401 and 403: the gateway refused to process the request at all
+//     (rate limit, our credentials), so it charged nothing: counted as never
+//     reached, and safe to send again.
 func classifyCreate(err error) store.Answer {
 	var gerr *gateway.Error
 	errors.As(err, &gerr)
@@ -150,9 +157,12 @@ func classifyCreate(err error) store.Answer {
 		return store.Answer{Outcome: store.OutcomeAccepted}
 	case errors.Is(err, gateway.ErrUnreachable):
 		return store.Answer{Outcome: store.OutcomeUnreachable, Detail: err.Error()}
-	case errors.Is(err, gateway.ErrRejected) && gerr.StatusCode == http.StatusUnprocessableEntity:
+	case !errors.Is(err, gateway.ErrRejected):
+	case gerr.StatusCode == http.StatusUnprocessableEntity:
 		return store.Answer{Outcome: store.OutcomeUnknown, Reason: reasonKeyReused, Detail: err.Error()}
-	case errors.Is(err, gateway.ErrRejected) && gerr.StatusCode != http.StatusConflict:
+	case gerr.StatusCode == http.StatusTooManyRequests, gerr.StatusCode == http.StatusUnauthorized, gerr.StatusCode == http.StatusForbidden:
+		return store.Answer{Outcome: store.OutcomeUnreachable, Detail: "not processed: " + err.Error()}
+	case gerr.StatusCode != http.StatusConflict && gerr.StatusCode != http.StatusRequestTimeout:
 		return store.Answer{Outcome: store.OutcomeRejected, Reason: gerr.Code, Detail: err.Error()}
 	}
 	// Outcome unknown, a 409, or anything we cannot prove never left.
@@ -188,13 +198,19 @@ func (a *Activities) record(ctx context.Context, ans store.Answer) error {
 }
 
 // report turns an attempt's answer into the activity's result: the same
-// whether the answer just came or was recorded by an earlier run.
-// keyedRetry says a retry with the same idempotency key is safe and useful.
-func (a *Activities) report(ctx context.Context, in RequestInput, at store.Attempt, count int, keyedRetry bool) (RequestResult, error) {
+// whether the answer just came or was recorded by an earlier run. When an
+// earlier create may have reached the gateway (unresolved), a refusal or an
+// unreachable gateway proves nothing: the outcome is unknown. keyedRetry
+// says a retry with the same idempotency key is safe and useful.
+func (a *Activities) report(ctx context.Context, in RequestInput, at store.Attempt, count int, unresolved, keyedRetry bool) (RequestResult, error) {
 	tries := int(activity.GetInfo(ctx).Attempt)
 	failure := RequestFailure{Attempt: tries, Attempts: count, Code: at.Reason, Message: at.Detail}
 	cause := errors.New(at.Detail)
-	switch at.Outcome {
+	outcome := at.Outcome
+	if unresolved && outcome != store.OutcomeAccepted {
+		outcome = store.OutcomeUnknown
+	}
+	switch outcome {
 	case store.OutcomeAccepted:
 		return RequestResult{TransactionKey: at.TransactionKey, Attempt: tries, Attempts: count}, nil
 	case store.OutcomeUnreachable:
@@ -321,13 +337,22 @@ func (a *Activities) Settle(ctx context.Context, in SettleInput) error {
 
 // CancelOrder is the database half of compensation: release the stock if it
 // is held, close the payment, order CANCELLED. An order that never made it
-// into the database (cancelled while reserving) needs nothing.
+// into the database (cancelled while reserving) needs nothing. A payment
+// already final the other way (a refusal recorded FAILED) keeps its status:
+// the order is cancelled and its stock released all the same, rather than
+// left holding stock over a word.
 func (a *Activities) CancelOrder(ctx context.Context, in SettleInput) error {
 	change := store.Change{OrderID: in.OrderID, Order: status.OrderCancelled, Payment: in.Payment, Reason: in.Reason,
 		Reservation: store.ReleaseReservation, Cause: in.Cause}
 	err := a.store.Advance(ctx, change)
 	if errors.Is(err, store.ErrNoReservation) {
 		change.Reservation = store.KeepReservation
+		err = a.store.Advance(ctx, change)
+	}
+	var te *store.TransitionError
+	if errors.As(err, &te) && te.Entity == "payment" {
+		activity.GetLogger(ctx).Warn("payment status kept while cancelling", "order_id", in.OrderID, "payment", te.From, "refused", te.To)
+		change.Payment, change.Cause = "", fmt.Sprintf("%s (payment kept %s)", in.Cause, te.From)
 		err = a.store.Advance(ctx, change)
 	}
 	if errors.Is(err, store.ErrNotFound) {

@@ -61,13 +61,34 @@ type Begun struct {
 	// CallbackURL is the one to send: the order's first create's, so every
 	// create of one order has the same body.
 	CallbackURL string
+	// Unresolved: an earlier create of the order may have reached the
+	// gateway and nothing has cleared it. Whatever this create's answer,
+	// the order's outcome is then unknown until the gateway is asked.
+	Unresolved bool
 }
 
-// mayResend is the rule for sending a create (docs: SPEC §1). Without a key
-// the gateway honours, a create is sent only when every earlier one provably
-// never reached the gateway (UNREACHABLE), or when the workflow authorised a
-// re-send past the latest UNKNOWN one with a grant not used before. An
-// ACCEPTED or REJECTED answer stands for the order.
+// unresolved lists the UNKNOWN attempts among attempts that no later
+// granted attempt cleared. A grant is given only after the gateway knew no
+// transaction of the order by order id, which clears every create before it.
+func unresolved(attempts []Attempt) []Attempt {
+	var open []Attempt
+	for _, a := range attempts {
+		if a.Grant != "" {
+			open = open[:0]
+		}
+		if a.Outcome == OutcomeUnknown {
+			open = append(open, a)
+		}
+	}
+	return open
+}
+
+// mayResend is the rule for sending a create (docs: SPEC §1). An ACCEPTED
+// or REJECTED answer stands for the order. Otherwise a create is sent only
+// when no earlier one may have reached the gateway — every one was
+// UNREACHABLE, or cleared by a grant — or when each that may have carries
+// the same idempotency key the gateway honours, or when the workflow
+// authorised a re-send with a grant not used before.
 func mayResend(attempts []Attempt, req AttemptRequest) bool {
 	if len(attempts) == 0 {
 		return true
@@ -75,17 +96,19 @@ func mayResend(attempts []Attempt, req AttemptRequest) bool {
 	if req.Limit > 0 && len(attempts) >= req.Limit {
 		return false
 	}
-	latest := attempts[len(attempts)-1]
-	switch latest.Outcome {
-	case OutcomeUnreachable:
-		return true
-	case OutcomeUnknown:
-		if req.IdempotencyKey != "" && latest.IdempotencyKey == req.IdempotencyKey {
-			return true // the gateway answers a repeat of this key from its store
-		}
-		return req.Grant != "" && !slices.ContainsFunc(attempts, func(a Attempt) bool { return a.Grant == req.Grant })
+	switch attempts[len(attempts)-1].Outcome {
+	case OutcomeAccepted, OutcomeRejected:
+		return false
 	}
-	return false
+	open := unresolved(attempts)
+	if len(open) == 0 {
+		return true
+	}
+	sameKey := req.IdempotencyKey != "" && !slices.ContainsFunc(open, func(a Attempt) bool { return a.IdempotencyKey != req.IdempotencyKey })
+	if sameKey {
+		return true // the gateway answers a repeat of this key from its store
+	}
+	return req.Grant != "" && !slices.ContainsFunc(attempts, func(a Attempt) bool { return a.Grant == req.Grant })
 }
 
 // BeginAttempt decides, under the order's row lock, whether a create may be
@@ -116,6 +139,8 @@ func (s *Store) BeginAttempt(ctx context.Context, req AttemptRequest) (Begun, er
 			return err
 		}
 		b = Begun{Count: len(attempts), CallbackURL: req.CallbackURL}
+		// A granted create starts clean: the grant cleared what came before.
+		b.Unresolved = req.Grant == "" && len(unresolved(attempts)) > 0
 		if i := slices.IndexFunc(attempts, func(a Attempt) bool { return a.CallbackURL != "" }); i >= 0 {
 			b.CallbackURL = attempts[i].CallbackURL
 		}
@@ -162,7 +187,7 @@ func closeLost(ctx context.Context, tx pgx.Tx, orderID string) error {
 		Detail: map[string]any{"attempt_no": lost}}); err != nil {
 		return err
 	}
-	return advance(ctx, tx, answerChange(Answer{OrderID: orderID, No: lost, Outcome: OutcomeUnknown, Detail: "sender stopped"}))
+	return advance(ctx, tx, answerChange(Answer{OrderID: orderID, No: lost, Outcome: OutcomeUnknown, Detail: "sender stopped"}, false))
 }
 
 // Answer is the gateway's answer to one attempt.
@@ -176,9 +201,16 @@ type Answer struct {
 }
 
 // answerChange is what an answer means for the order: the status moves that
-// FinishAttempt records together with it.
-func answerChange(a Answer) Change {
+// FinishAttempt records together with it. After an earlier create that may
+// have reached the gateway (earlierUnknown), a refusal or an unreachable
+// gateway proves nothing about the order: its payment is UNKNOWN.
+func answerChange(a Answer, earlierUnknown bool) Change {
 	c := Change{OrderID: a.OrderID}
+	if earlierUnknown && (a.Outcome == OutcomeRejected || a.Outcome == OutcomeUnreachable) {
+		c.Order, c.Payment = status.OrderPending, status.PaymentUnknown
+		c.Cause = fmt.Sprintf("create #%d answered %s after an earlier create with an unknown outcome", a.No, a.Outcome)
+		return c
+	}
 	switch a.Outcome {
 	case OutcomeAccepted:
 		c.Order, c.Payment, c.TransactionKey = status.OrderPending, status.PaymentPending, a.TransactionKey
@@ -228,11 +260,23 @@ func (s *Store) FinishAttempt(ctx context.Context, a Answer) error {
 			Cause: fmt.Sprintf("create #%d answered", a.No), Detail: map[string]any{"transaction_key": a.TransactionKey, "detail": a.Detail}}); err != nil {
 			return err
 		}
-		if c := answerChange(a); c.Cause != "" {
+		attempts, err := attemptsOf(ctx, tx, a.OrderID)
+		if err != nil {
+			return err
+		}
+		clean := granted(attempts, a.No)
+		earlier := slices.DeleteFunc(attempts, func(x Attempt) bool { return x.No >= a.No })
+		if c := answerChange(a, !clean && len(unresolved(earlier)) > 0); c.Cause != "" {
 			return advance(ctx, tx, c)
 		}
 		return nil
 	})
+}
+
+// granted reports whether attempt no carries a grant.
+func granted(attempts []Attempt, no int) bool {
+	i := slices.IndexFunc(attempts, func(x Attempt) bool { return x.No == no })
+	return i >= 0 && attempts[i].Grant != ""
 }
 
 // Attempts lists an order's create attempts in order.

@@ -165,3 +165,37 @@ func TestBeginAttemptRefusesAMissingOrFinalOrder(t *testing.T) {
 	_, err = s.BeginAttempt(ctx, store.AttemptRequest{OrderID: "o1"})
 	require.ErrorIs(t, err, store.ErrIllegalTransition)
 }
+
+// An UNKNOWN create (which may be charging at the gateway) followed by an
+// UNREACHABLE one must not let a create without the UNKNOWN one's key go
+// out. Here --idempotency-keys was switched off between tries (a rolling
+// config change).
+func TestAnUnreachableCreateDoesNotClearAnEarlierUnknownOne(t *testing.T) {
+	t.Parallel()
+	s, _ := reservedOrder(t)
+	const key = "payguard-order-o1"
+	b := begin(t, s, store.AttemptRequest{IdempotencyKey: key, Limit: 5})
+	require.True(t, b.Send)
+	finish(t, s, 1, store.OutcomeUnknown, "") // read timeout: #1 may have created a transaction
+	b = begin(t, s, store.AttemptRequest{IdempotencyKey: key, Limit: 5})
+	require.True(t, b.Send, "same key: the gateway deduplicates")
+	finish(t, s, 2, store.OutcomeUnreachable, "")
+
+	b = begin(t, s, store.AttemptRequest{Limit: 5}) // no key, no grant
+	assert.False(t, b.Send, "#1 may have reached the gateway and nothing authorised sending past it without its key")
+
+	// A refusal after it proves nothing either: the payment is UNKNOWN, not FAILED.
+	b = begin(t, s, store.AttemptRequest{IdempotencyKey: key, Limit: 5})
+	require.True(t, b.Send)
+	assert.True(t, b.Unresolved)
+	require.NoError(t, s.FinishAttempt(context.Background(), store.Answer{OrderID: "o1", No: 3, Outcome: store.OutcomeRejected, Reason: "LIMIT"}))
+	o, err := s.GetOrder(context.Background(), "o1")
+	require.NoError(t, err)
+	assert.Equal(t, status.PaymentUnknown, o.PaymentStatus)
+	// A grant (the gateway knew nothing of the order after the grace
+	// period) clears the unknown ones: the refusal is then the answer.
+	b = begin(t, s, store.AttemptRequest{Grant: "resend-1", Limit: 5})
+	assert.False(t, b.Send)
+	assert.False(t, b.Unresolved)
+	assert.Equal(t, store.OutcomeRejected, b.Attempt.Outcome)
+}

@@ -70,11 +70,15 @@ func (p *payment) send(ctx workflow.Context, budget int, grant string) (sendResu
 		p.setStatus(ctx, status.OrderPending, status.PaymentPending)
 		return sendAccepted, nil
 	}
-	if ctx.Err() != nil {
+	var canceled *temporal.CanceledError
+	if ctx.Err() != nil && (p.v < moneySafe || errors.As(err, &canceled)) {
 		// Cancelled while sending: whatever happened, look for it when compensating.
 		p.maybeAtGateway = true
 		return 0, err
 	}
+	// From versionMoneySafety on, a create that ended with an answer while
+	// an operator's cancel waited for it is classified like any other: a
+	// refusal recorded FAILED must be settled FAILED, not compensated.
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) {
 		var failure activities.RequestFailure

@@ -154,7 +154,7 @@ func (p *payment) run(ctx workflow.Context) (State, error) {
 
 	p.setStatus(ctx, status.OrderRequesting, status.PaymentRequested)
 	sent, err := p.send(ctx, p.tuning.RequestAttempts, "")
-	if ctx.Err() != nil {
+	if ctx.Err() != nil && !(p.v >= moneySafe && sent == sendRejected && err == nil) {
 		return p.cancelled(ctx)
 	}
 	if err != nil {

@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"context"
+	"net/http"
 	"testing"
 	"time"
 
@@ -12,8 +13,10 @@ import (
 
 	"github.com/payguard/payguard/gateway"
 	"github.com/payguard/payguard/internal/testenv"
+	"github.com/payguard/payguard/pgsim/simulator"
 	"github.com/payguard/payguard/status"
 	"github.com/payguard/payguard/store"
+	"github.com/payguard/payguard/worker/service"
 	"github.com/payguard/payguard/workflows"
 )
 
@@ -149,4 +152,120 @@ func TestCallbackThatCannotBeDeliveredIsNotAcknowledged(t *testing.T) {
 		kept = kept || (e.Kind == store.KindCallback && e.Detail["status"] == gateway.StatusSuccess)
 	}
 	assert.True(t, kept, "the undeliverable callback is on the order's record")
+}
+
+// Key mode: create #1 reaches the gateway (a transaction is made) but its
+// answer times out (UNKNOWN, keyed: retried). The gateway then goes down: #2
+// and #3 are UNREACHABLE. That proves nothing about #1: the order must be
+// looked up, never compensated as "nothing was charged" while #1 charges the
+// card (its callback is lost).
+func TestKeyedUnknownThenUnreachableIsStillLookedUp(t *testing.T) {
+	t.Parallel()
+	keyedUnknownThen(t, "key-1", map[string]any{"down": true})
+}
+
+// The same with a 429 (rate limited, answered before the gateway looks at
+// the key) on the keyed retries: never "payment failed" while #1 may charge.
+func TestKeyedUnknownThen429IsStillLookedUp(t *testing.T) {
+	t.Parallel()
+	keyedUnknownThen(t, "key-429", map[string]any{"create": map[string]any{"failNext": 5, "errorStatus": 429}})
+}
+
+func keyedUnknownThen(t *testing.T, orderID string, fault map[string]any) {
+	f := processing(300 * time.Millisecond)
+	f.Callback.DropRate = 1
+	f.Create.TimeoutRate = 1
+	f.Create.TimeoutDelay = simulator.Duration(10 * time.Second)
+	s := testenv.NewStack(t, f, func(c *service.Config) { c.IdempotencyKeys = true })
+	setStock(t, s, 5)
+	placeOrder(t, s, orderID)
+	testenv.Eventually(t, 30*time.Second, func() bool { return s.Sim.Stats().Orders[orderID].CreateRequests >= 1 }, "create #1 at the gateway")
+	require.Equal(t, http.StatusOK, testenv.Admin(t, s.Sim, http.MethodPatch, "/admin/faults", fault, nil))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// The gateway heals once the create's budget is spent, so the order can
+	// be looked up.
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		list, err := s.Store.Attempts(ctx, orderID)
+		return err == nil && len(list) == 3 && list[2].State == "ANSWERED"
+	}, "three creates answered")
+	require.Equal(t, http.StatusOK, testenv.Admin(t, s.Sim, http.MethodPatch, "/admin/faults",
+		map[string]any{"down": false, "create": map[string]any{"failNext": 0, "errorStatus": 500}}, nil))
+
+	tc := temporalClient(t)
+	var st workflows.State
+	require.NoError(t, tc.GetWorkflow(ctx, workflows.PaymentWorkflowID(orderID), "").Get(ctx, &st))
+
+	o, err := s.Store.GetOrder(ctx, orderID)
+	require.NoError(t, err)
+	attempts, err := s.Store.Attempts(ctx, orderID)
+	require.NoError(t, err)
+	for _, a := range attempts {
+		t.Logf("attempt #%d %s %s", a.No, a.Outcome, a.Detail)
+	}
+	gw := s.Sim.Stats().Orders[orderID]
+	t.Logf("order %s payment %s; gateway: %+v", o.Status, o.PaymentStatus, gw)
+	assert.Equal(t, status.OrderConfirmed, o.Status, "the charge #1 made is found and confirms the order")
+	assert.Equal(t, 1, gw.Successful)
+	assert.Len(t, gw.Transactions, 1, "one transaction whatever was retried under the key")
+}
+
+// An operator cancels while the create is in flight and the gateway answers
+// 4xx: the refusal is recorded (payment FAILED), and the order must end
+// with its stock released — not a failed workflow with the order REQUESTING
+// and the stock HELD for ever (compensation once asked for the illegal
+// FAILED -> CANCELLED).
+func TestCancelDuringARejectedCreateReleasesTheStock(t *testing.T) {
+	t.Parallel()
+	f := processing(time.Hour)
+	f.Create.FailNext = 1
+	f.Create.ErrorStatus = 400
+	s := testenv.NewStack(t, f, nil)
+	setStock(t, s, 5)
+	ctx := context.Background()
+	_, err := s.Store.Pool().Exec(ctx, `
+		CREATE FUNCTION hold_create() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN PERFORM pg_advisory_xact_lock(4242); RETURN NEW; END $$;
+		CREATE TRIGGER hold_create BEFORE INSERT ON payment_attempts FOR EACH ROW EXECUTE FUNCTION hold_create();`)
+	require.NoError(t, err)
+	conn, err := s.Store.Pool().Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	_, err = conn.Exec(ctx, `SELECT pg_advisory_lock(4242)`)
+	require.NoError(t, err)
+
+	placeOrder(t, s, "rej-1")
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		var waiting int
+		err := s.Store.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND wait_event = 'advisory'`).Scan(&waiting)
+		return err == nil && waiting == 1
+	}, "the create blocked as it starts")
+	out, err := s.Starter(ctx, "cancel", "rej-1", "--wait=false")
+	require.NoError(t, err, out)
+	tc := temporalClient(t)
+	testenv.Eventually(t, 5*time.Second, func() bool {
+		iter := tc.GetWorkflowHistory(ctx, workflows.PaymentWorkflowID("rej-1"), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for iter.HasNext() {
+			e, err := iter.Next()
+			require.NoError(t, err)
+			if e.GetEventType() == enumspb.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED {
+				return true
+			}
+		}
+		return false
+	}, "cancel requested for the create")
+	_, err = conn.Exec(ctx, `SELECT pg_advisory_unlock(4242)`)
+	require.NoError(t, err)
+
+	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	werr := tc.GetWorkflow(waitCtx, workflows.PaymentWorkflowID("rej-1"), "").Get(waitCtx, nil)
+	t.Logf("workflow ended: %v", werr)
+	o, err := s.Store.GetOrder(ctx, "rej-1")
+	require.NoError(t, err)
+	assert.NoError(t, werr, "the refusal settles the order FAILED, cancel or not")
+	assert.Equal(t, status.OrderFailed, o.Status, "payment %s", o.PaymentStatus)
+	assert.NotEqual(t, store.ReservationHeld, o.Reservation, "stock held with no workflow")
+	assert.Equal(t, store.Stock{ProductID: "P1", Total: 5, Available: 5}, stock(t, s))
 }
