@@ -113,17 +113,19 @@ func (f durationFlag) String() string {
 	return time.Duration(*f.d).String()
 }
 
+// Set reads "250ms" or a number of milliseconds, like the admin API.
 func (f durationFlag) Set(s string) error {
 	v, err := time.ParseDuration(s)
-	if err != nil {
-		if ms, err2 := strconv.ParseFloat(s, 64); err2 == nil {
-			v = time.Duration(ms * float64(time.Millisecond))
-		} else {
-			return err
-		}
+	if err == nil {
+		*f.d = Duration(v)
+		return nil
 	}
-	*f.d = Duration(v)
-	return nil
+	ms, err2 := strconv.ParseFloat(s, 64)
+	if err2 != nil {
+		return err
+	}
+	*f.d, err = fromMillis(ms)
+	return err
 }
 
 func durationVar(fs *flag.FlagSet, d *Duration, name, usage string) {

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -181,7 +182,9 @@ func (s *Server) serve(srv *http.Server, l net.Listener) {
 
 // setDown closes or reopens the gateway listener. Closing also drops open
 // connections, so a client sees refusals at once, not only on new dials.
-// Called with s.mu held.
+// Called with s.mu held, which keeps the listener in step with the faults'
+// down: closing and opening a listener are immediate system calls, never a
+// wait. It logs nothing; the caller does, once the lock is released.
 func (s *Server) setDown(down bool) error {
 	if down == (s.gateway == nil) {
 		return nil
@@ -189,7 +192,6 @@ func (s *Server) setDown(down bool) error {
 	if down {
 		err := s.gateway.Close()
 		s.gateway = nil
-		s.log.Info("gateway down", "addr", s.gatewayAddr)
 		return err
 	}
 	if s.ctx.Err() != nil {
@@ -201,8 +203,26 @@ func (s *Server) setDown(down bool) error {
 	}
 	s.gateway = s.newGatewayServer()
 	s.serve(s.gateway, l)
-	s.log.Info("gateway up", "addr", s.gatewayAddr)
 	return nil
+}
+
+// logDown says when the gateway listener closed or reopened.
+func (s *Server) logDown(was, now bool) {
+	switch {
+	case now && !was:
+		s.log.Info("gateway down", "addr", s.gatewayAddr)
+	case was && !now:
+		s.log.Info("gateway up", "addr", s.gatewayAddr)
+	}
+}
+
+// locked runs fn with s.mu held. The deferred unlock releases the lock even
+// if fn panics (net/http recovers a handler's panic and serves on), so one
+// bad request can never wedge every later request and Close.
+func (s *Server) locked(fn func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fn()
 }
 
 // goBackground runs fn unless the server is closing, tracked for Close.
@@ -232,12 +252,19 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// between draws uniformly from [lo, hi]. Called with s.mu held.
+// between draws uniformly from [lo, hi]. Called with s.mu held, so it must
+// not panic whatever the bounds Validate let through: the span is taken in
+// uint64, where the difference of any two int64s fits, so a huge max cannot
+// overflow into an invalid argument.
 func (s *Server) between(lo, hi Duration) time.Duration {
 	if hi <= lo {
 		return time.Duration(lo)
 	}
-	return time.Duration(lo) + time.Duration(s.rng.Int64N(int64(hi-lo)+1))
+	span := uint64(hi) - uint64(lo)
+	if span == math.MaxUint64 { // the whole int64 range
+		return time.Duration(s.rng.Uint64())
+	}
+	return time.Duration(uint64(lo) + s.rng.Uint64N(span+1))
 }
 
 // chance reports true with probability p. Called with s.mu held.
