@@ -21,6 +21,10 @@ const (
 	MaxDecisionDelay = 24 * time.Hour
 )
 
+// maxHeldAnswer is the longest a legal fault set holds one answer: the
+// latency, then a timeout fault's delay.
+const maxHeldAnswer = 2 * MaxAnswerDelay
+
 // Duration is a time.Duration that reads and writes JSON as "250ms" (a
 // number is taken as milliseconds).
 type Duration time.Duration

@@ -16,6 +16,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/payguard/payguard/config"
 )
 
 // Config configures a Server.
@@ -28,6 +30,10 @@ type Config struct {
 	IdempotencyTTL time.Duration // how long a key is remembered
 	Faults         Faults        // the defaults, restored by /admin/reset
 	Logger         *slog.Logger
+	// HTTPTimeouts bound slow clients on both APIs (zero fields take
+	// config.DefaultHTTPTimeouts); the gateway's write timeout also covers
+	// the longest answer a fault may hold.
+	HTTPTimeouts config.HTTPTimeouts
 }
 
 // Server is a running simulator.
@@ -86,6 +92,7 @@ func New(cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	cfg.HTTPTimeouts = cfg.HTTPTimeouts.OrDefaults()
 	if cfg.IdempotencyTTL <= 0 {
 		cfg.IdempotencyTTL = 15 * 24 * time.Hour
 	}
@@ -122,7 +129,7 @@ func (s *Server) Start() error {
 		return fmt.Errorf("admin listener: %w", err)
 	}
 	s.gatewayAddr, s.adminAddr = gl.Addr().String(), al.Addr().String()
-	s.admin = &http.Server{Handler: s.logged("admin", s.adminHandler()), ReadHeaderTimeout: 10 * time.Second}
+	s.admin = s.cfg.HTTPTimeouts.Server(s.logged("admin", s.adminHandler()))
 	s.serve(s.admin, al)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -163,11 +170,14 @@ func (s *Server) Close() error {
 }
 
 func (s *Server) newGatewayServer() *http.Server {
-	return &http.Server{
-		Handler:           s.logged("gateway", s.gatewayHandler()),
-		ReadHeaderTimeout: 10 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return s.ctx },
-	}
+	t := s.cfg.HTTPTimeouts
+	// A held answer is written only when its hold ends: the write timeout
+	// runs from the end of the headers, so it must outlast the longest hold
+	// Validate allows, with the usual time to write on top.
+	t.Write += maxHeldAnswer
+	srv := t.Server(s.logged("gateway", s.gatewayHandler()))
+	srv.BaseContext = func(net.Listener) context.Context { return s.ctx }
+	return srv
 }
 
 func (s *Server) serve(srv *http.Server, l net.Listener) {

@@ -28,6 +28,9 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// Listener, when set, is used instead of listening on HTTPAddr (tests).
 	Listener net.Listener
+	// HTTPTimeouts bound slow clients of the HTTP endpoints; zero fields
+	// take config.DefaultHTTPTimeouts (tests shorten them).
+	HTTPTimeouts config.HTTPTimeouts
 }
 
 // ParseFlags reads the worker's flags; defaults come from the environment.
