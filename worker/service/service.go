@@ -71,7 +71,7 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error
 	}
 	logger.Info("worker starting", cfg.LogAttrs()...)
 	if cfg.GatewaySecret == gateway.DevSecret {
-		logger.Warn("GATEWAY_SECRET is not set: using the development secret; never do this in production")
+		logger.Warn("GATEWAY_SECRET is not set: using the public development secret, taken only because the callback endpoint is on loopback")
 	}
 	w := &Worker{cfg: cfg, log: logger, Metrics: NewMetrics(), served: make(chan error, 1)}
 	ok := false
