@@ -3,6 +3,7 @@ package payguard_test
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/url"
@@ -16,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/payguard/payguard/gateway"
 	"github.com/payguard/payguard/pgsim/simulator"
 	"github.com/payguard/payguard/starter/cli"
 	"github.com/payguard/payguard/worker/service"
@@ -120,6 +122,52 @@ func flagValue(args []string, name string) string {
 	return ""
 }
 
+// composeVar is compose's interpolation: ${VAR}, ${VAR:-default},
+// ${VAR-default}, ${VAR:?message} and ${VAR?message}.
+var composeVar = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?])([^}]*))?\}`)
+
+// interpolate substitutes a compose value from the host environment as
+// docker compose does; a required variable that is unset is an error, as it
+// is for compose. A form it does not know fails the test's caller.
+func interpolate(value string, host map[string]string) (string, error) {
+	var missing error
+	out := composeVar.ReplaceAllStringFunc(value, func(m string) string {
+		g := composeVar.FindStringSubmatch(m)
+		v, set := host[g[1]]
+		absent := !set || (strings.HasPrefix(g[2], ":") && v == "")
+		switch strings.TrimPrefix(g[2], ":") {
+		case "-":
+			if absent {
+				return g[3]
+			}
+		case "?":
+			if absent {
+				missing = fmt.Errorf("required variable %s is missing: %s", g[1], g[3])
+			}
+		}
+		return v
+	})
+	if strings.Contains(out, "$") {
+		return "", fmt.Errorf("%q: an interpolation this test does not read", value)
+	}
+	return out, missing
+}
+
+// hostSecret is the environment compose runs in for these tests.
+var hostSecret = map[string]string{"GATEWAY_SECRET": "compose-test-secret"}
+
+// serviceEnv is a service's environment as compose hands it over from host.
+func serviceEnv(t *testing.T, s composeService, host map[string]string) map[string]string {
+	t.Helper()
+	env := map[string]string{}
+	for k, raw := range s.Environment {
+		v, err := interpolate(raw, host)
+		require.NoError(t, err, "%s=%s", k, raw)
+		env[k] = v
+	}
+	return env
+}
+
 func portOf(t *testing.T, addr string) string {
 	_, port, err := net.SplitHostPort(addr)
 	require.NoError(t, err, addr)
@@ -171,7 +219,7 @@ func TestComposeMatchesTheCode(t *testing.T) {
 
 	t.Run("worker", func(t *testing.T) {
 		w := c.Services["worker"]
-		env := newReadEnv(w.Environment)
+		env := newReadEnv(serviceEnv(t, w, hostSecret))
 		cfg, err := service.ParseFlags(w.Command, env.get, io.Discard)
 		require.NoError(t, err, "the worker accepts its compose command and environment")
 		for k := range w.Environment {
@@ -199,7 +247,7 @@ func TestComposeMatchesTheCode(t *testing.T) {
 
 	t.Run("pgsim", func(t *testing.T) {
 		p := c.Services["pgsim"]
-		env := newReadEnv(p.Environment)
+		env := newReadEnv(serviceEnv(t, p, hostSecret))
 		cfg, err := simulator.ParseFlags(p.Command, env.get, io.Discard)
 		require.NoError(t, err, "pgsim accepts its compose command")
 		for k := range p.Environment {
@@ -219,12 +267,9 @@ func TestComposeMatchesTheCode(t *testing.T) {
 
 	t.Run("starter", func(t *testing.T) {
 		s := c.Services["starter"]
-		env := newReadEnv(s.Environment)
+		env := newReadEnv(nil)
 		// The database is unreachable on purpose: only which variables it reads matters.
-		values := map[string]string{}
-		for k, v := range s.Environment {
-			values[k] = v
-		}
+		values := serviceEnv(t, s, hostSecret)
 		values["DATABASE_URL"] = "postgres://nobody@127.0.0.1:1/x?connect_timeout=1"
 		env.values = values
 		_ = cli.Run(context.Background(), []string{"stock", "show", "P1"}, cli.Env{Getenv: env.get, Stdout: io.Discard, Stderr: io.Discard})
@@ -257,4 +302,32 @@ func mustURL(t *testing.T, raw string) *url.URL {
 	u, err := url.Parse(raw)
 	require.NoError(t, err)
 	return u
+}
+
+// The worker's callback endpoint listens beyond loopback in compose, so the
+// public development secret must never be compose's: the secret is required
+// from the host, and without it compose refuses to start anything.
+func TestComposeRequiresAnExplicitSecret(t *testing.T) {
+	c := loadCompose(t)
+	for _, name := range []string{"worker", "pgsim", "starter"} {
+		raw, ok := c.Services[name].Environment["GATEWAY_SECRET"]
+		require.True(t, ok, "%s is given GATEWAY_SECRET", name)
+		assert.NotContains(t, raw, gateway.DevSecret, "%s: the public development secret is never compose's", name)
+		_, err := interpolate(raw, map[string]string{})
+		if assert.Error(t, err, "%s: GATEWAY_SECRET=%s starts without a secret from the host", name, raw) {
+			assert.Contains(t, err.Error(), "GATEWAY_SECRET")
+		}
+		_, err = interpolate(raw, map[string]string{"GATEWAY_SECRET": ""})
+		assert.Error(t, err, "%s: an empty secret is no secret", name)
+		v, err := interpolate(raw, hostSecret)
+		require.NoError(t, err)
+		assert.Equal(t, hostSecret["GATEWAY_SECRET"], v, "%s gets the host's secret", name)
+	}
+
+	// And were the secret dropped from compose, the worker itself would refuse.
+	w := c.Services["worker"]
+	env := serviceEnv(t, w, hostSecret)
+	delete(env, "GATEWAY_SECRET")
+	_, err := service.ParseFlags(w.Command, func(k string) string { return env[k] }, io.Discard)
+	assert.Error(t, err, "the worker refuses the development secret on --http-addr %s", flagValue(w.Command, "--http-addr"))
 }

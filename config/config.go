@@ -6,6 +6,7 @@ package config
 import (
 	"flag"
 	"fmt"
+	"net"
 	"net/url"
 	"strings"
 
@@ -41,6 +42,13 @@ func Env(getenv func(string) string, key, fallback string) string {
 	return fallback
 }
 
+// GatewaySecret is the callback signing secret from GATEWAY_SECRET, or the
+// public development secret when it is unset: the one source for the worker,
+// the starter and pgsim, so what pgsim signs with the worker verifies.
+func GatewaySecret(getenv func(string) string) string {
+	return Env(getenv, "GATEWAY_SECRET", gateway.DevSecret)
+}
+
 // Register adds the shared flags to fs, defaulting from the environment.
 func (c *Common) Register(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&c.TemporalAddress, "temporal-address", Env(getenv, "TEMPORAL_ADDRESS", DefaultTemporalAddress), "Temporal frontend host:port (env TEMPORAL_ADDRESS)")
@@ -48,7 +56,7 @@ func (c *Common) Register(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&c.TaskQueue, "task-queue", Env(getenv, "TASK_QUEUE", DefaultTaskQueue), "task queue (env TASK_QUEUE)")
 	fs.StringVar(&c.DatabaseURL, "database-url", Env(getenv, "DATABASE_URL", DefaultDatabaseURL), "PostgreSQL URL (env DATABASE_URL)")
 	fs.StringVar(&c.GatewayURL, "gateway-url", Env(getenv, "GATEWAY_URL", DefaultGatewayURL), "payment gateway base URL (env GATEWAY_URL)")
-	fs.StringVar(&c.GatewaySecret, "gateway-secret", Env(getenv, "GATEWAY_SECRET", gateway.DevSecret), "callback signing secret (env GATEWAY_SECRET)")
+	fs.StringVar(&c.GatewaySecret, "gateway-secret", GatewaySecret(getenv), "callback signing secret (env GATEWAY_SECRET; unset, the public development secret, which the worker takes only on a loopback --http-addr)")
 	fs.StringVar(&c.CallbackURL, "callback-url", Env(getenv, "CALLBACK_URL", DefaultCallbackURL), "where the gateway calls back (env CALLBACK_URL)")
 }
 
@@ -76,6 +84,33 @@ func (c *Common) Validate() error {
 		return fmt.Errorf("configuration: %s", strings.Join(problems, "; "))
 	}
 	return nil
+}
+
+// CheckSecretFor refuses the public development secret for a process whose
+// callback endpoint listens on listenAddr beyond loopback: anyone who reaches
+// the endpoint could sign a callback with it and confirm an unpaid order.
+func (c *Common) CheckSecretFor(listenAddr string) error {
+	if c.GatewaySecret != gateway.DevSecret || LoopbackOnly(listenAddr) {
+		return nil
+	}
+	return fmt.Errorf("configuration: the gateway secret is the public development one (GATEWAY_SECRET unset, or set to it), "+
+		"which only a callback endpoint on loopback may use, and %q is not loopback: set GATEWAY_SECRET (or --gateway-secret) "+
+		"to a random secret the gateway shares, e.g. openssl rand -hex 32", listenAddr)
+}
+
+// LoopbackOnly reports whether a listen address (host:port) takes
+// connections from this machine only. An empty host listens everywhere, and
+// a name other than localhost may resolve anywhere.
+func LoopbackOnly(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // MaskURL hides a URL's password.

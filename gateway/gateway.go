@@ -102,6 +102,7 @@ type ErrorBody struct {
 	Message string `json:"message"`
 }
 
-// DevSecret signs callbacks when GATEWAY_SECRET is unset: fine on a laptop,
-// never in production (the worker logs a warning when it is in use).
+// DevSecret signs callbacks when GATEWAY_SECRET is unset. It is public, so
+// the worker takes it only while its callback endpoint listens on loopback
+// (with a warning) and refuses to start with it anywhere else.
 const DevSecret = "payguard-dev-secret"

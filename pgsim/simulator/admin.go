@@ -36,24 +36,57 @@ func (s *Server) handlePatchFaults(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	next, code, err := s.patchFaults(raw)
+	switch code {
+	case http.StatusOK:
+		s.log.Info("faults changed", "faults", string(raw))
+		writeJSON(w, code, next)
+	case http.StatusBadRequest:
+		writeError(w, code, "BAD_REQUEST", err.Error())
+	default:
+		writeError(w, code, "LISTENER", err.Error())
+	}
+}
+
+// patchFaults merges raw onto the settings in force and puts the result in
+// force, answering the HTTP status that says how it went. Decoding and
+// validating run outside s.mu; the result goes in force only if nothing
+// changed the settings meanwhile (another patch, a failNext counting down),
+// else it is merged again onto the newer settings, so no change is lost.
+func (s *Server) patchFaults(raw []byte) (Faults, int, error) {
+	for {
+		current := s.Faults()
+		next := current
+		if err := decodeStrict(raw, &next); err != nil {
+			return Faults{}, http.StatusBadRequest, err
+		}
+		if err := next.Validate(); err != nil {
+			return Faults{}, http.StatusBadRequest, err
+		}
+		swapped, err := s.swapFaults(current, next)
+		if err != nil {
+			return Faults{}, http.StatusInternalServerError, err
+		}
+		if swapped {
+			s.logDown(current.Down, next.Down)
+			return next, http.StatusOK, nil
+		}
+	}
+}
+
+// swapFaults puts next in force, with the gateway listener to match, unless
+// the settings in force are no longer current.
+func (s *Server) swapFaults(current, next Faults) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	next := s.faults
-	if err := decodeStrict(raw, &next); err != nil {
-		writeError(w, http.StatusBadRequest, "BAD_REQUEST", err.Error())
-		return
-	}
-	if err := next.Validate(); err != nil {
-		writeError(w, http.StatusBadRequest, "BAD_REQUEST", err.Error())
-		return
+	if s.faults != current {
+		return false, nil
 	}
 	if err := s.setDown(next.Down); err != nil {
-		writeError(w, http.StatusInternalServerError, "LISTENER", err.Error())
-		return
+		return false, err
 	}
 	s.faults = next
-	s.log.Info("faults changed", "faults", string(raw))
-	writeJSON(w, http.StatusOK, s.faults)
+	return true, nil
 }
 
 type resolveRequest struct {
@@ -81,19 +114,24 @@ func (s *Server) handleResolve(w http.ResponseWriter, r *http.Request) {
 	}
 	callback := req.Callback == nil || *req.Callback
 	key := r.PathValue("key")
-	s.mu.Lock()
-	tx, found := s.txs[key]
+	var view gateway.Transaction
+	var url string
+	var found bool
+	s.locked(func() {
+		var tx *transaction
+		if tx, found = s.txs[key]; !found {
+			return
+		}
+		tx.Status, tx.Reason = req.Status, req.Reason
+		if req.Status == gateway.StatusSuccess {
+			tx.Reason = ""
+		}
+		view, url = tx.view(), tx.CallbackURL
+	})
 	if !found {
-		s.mu.Unlock()
 		writeError(w, http.StatusNotFound, "NOT_FOUND", fmt.Sprintf("no transaction %q", key))
 		return
 	}
-	tx.Status, tx.Reason = req.Status, req.Reason
-	if req.Status == gateway.StatusSuccess {
-		tx.Reason = ""
-	}
-	view, url := tx.view(), tx.CallbackURL
-	s.mu.Unlock()
 	if callback {
 		s.sendCallback(view, url)
 	}
@@ -150,16 +188,32 @@ func (s *Server) handleStats(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) handleReset(w http.ResponseWriter, _ *http.Request) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.txs = map[string]*transaction{}
-	s.orders = map[string]*orderStats{}
-	s.idem = map[string]*idemEntry{}
-	s.calls = map[string]int{}
-	if err := s.setDown(s.cfg.Faults.Down); err != nil {
+	faults, err := s.reset()
+	if err != nil {
 		writeError(w, http.StatusInternalServerError, "LISTENER", err.Error())
 		return
 	}
-	s.faults = s.cfg.Faults
-	writeJSON(w, http.StatusOK, map[string]any{"reset": true, "faults": s.faults})
+	writeJSON(w, http.StatusOK, map[string]any{"reset": true, "faults": faults})
+}
+
+// reset forgets every transaction, order, key and count, and restores the
+// default faults with the gateway listener to match.
+func (s *Server) reset() (Faults, error) {
+	var was bool
+	var err error
+	s.locked(func() {
+		was = s.faults.Down
+		s.txs = map[string]*transaction{}
+		s.orders = map[string]*orderStats{}
+		s.idem = map[string]*idemEntry{}
+		s.calls = map[string]int{}
+		if err = s.setDown(s.cfg.Faults.Down); err == nil {
+			s.faults = s.cfg.Faults
+		}
+	})
+	if err != nil {
+		return Faults{}, err
+	}
+	s.logDown(was, s.cfg.Faults.Down)
+	return s.cfg.Faults, nil
 }

@@ -3,13 +3,11 @@ package simulator
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -19,8 +17,6 @@ import (
 
 // maxBody bounds every request body the simulator reads.
 const maxBody = 64 << 10
-
-var cardNoPattern = regexp.MustCompile(`^\d{4}-\d{4}-\d{4}-\d{4}$`)
 
 func (s *Server) gatewayHandler() http.Handler {
 	mux := http.NewServeMux()
@@ -59,9 +55,7 @@ func byMethod(handlers map[string]http.HandlerFunc) http.HandlerFunc {
 // counted counts every request an endpoint receives, whatever its answer.
 func (s *Server) counted(endpoint string, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		s.mu.Lock()
-		s.calls[endpoint]++
-		s.mu.Unlock()
+		s.locked(func() { s.calls[endpoint]++ })
 		h(w, r)
 	}
 }
@@ -111,42 +105,6 @@ func decodeStrict(raw []byte, v any) error {
 	return nil
 }
 
-// validateCreate checks a create body as the Loopers simulator does.
-func validateCreate(req gateway.CreateRequest) error {
-	var missing []string
-	if req.OrderID == "" {
-		missing = append(missing, "orderId")
-	}
-	if req.CardType == "" {
-		missing = append(missing, "cardType")
-	}
-	if req.CardNo == "" {
-		missing = append(missing, "cardNo")
-	}
-	if req.CallbackURL == "" {
-		missing = append(missing, "callbackUrl")
-	}
-	if len(missing) > 0 {
-		return fmt.Errorf("missing field(s): %s", strings.Join(missing, ", "))
-	}
-	if req.Amount <= 0 {
-		return fmt.Errorf("amount must be positive, got %d", req.Amount)
-	}
-	if !slices.Contains(gateway.CardTypes, req.CardType) {
-		return fmt.Errorf("cardType must be one of %s, got %q", strings.Join(gateway.CardTypes, ", "), req.CardType)
-	}
-	if !cardNoPattern.MatchString(req.CardNo) {
-		return fmt.Errorf("cardNo must look like dddd-dddd-dddd-dddd, got %q", req.CardNo)
-	}
-	if len(req.OrderID) > 128 {
-		return errors.New("orderId longer than 128 characters")
-	}
-	if !strings.HasPrefix(req.CallbackURL, "http://") && !strings.HasPrefix(req.CallbackURL, "https://") {
-		return fmt.Errorf("callbackUrl must be an http(s) URL, got %q", req.CallbackURL)
-	}
-	return nil
-}
-
 // injectedError decides, before anything is done, whether this call fails.
 // Called with s.mu held.
 func (s *Server) injectedError(f *EndpointFaults) (int, bool) {
@@ -166,156 +124,24 @@ func writeInjected(w http.ResponseWriter, status int) {
 
 // latency waits the configured answer latency.
 func (s *Server) latency(ctx context.Context) bool {
-	s.mu.Lock()
-	d := s.between(s.faults.Latency.Min, s.faults.Latency.Max)
-	s.mu.Unlock()
+	var d time.Duration
+	s.locked(func() { d = s.between(s.faults.Latency.Min, s.faults.Latency.Max) })
 	return sleep(ctx, d)
-}
-
-func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
-	raw, ok := readBody(w, r)
-	if !ok {
-		return
-	}
-	userID := r.Header.Get("X-USER-ID")
-	if userID == "" {
-		writeError(w, http.StatusBadRequest, "BAD_REQUEST", "header X-USER-ID is required")
-		return
-	}
-	var req gateway.CreateRequest
-	if err := decodeStrict(raw, &req); err != nil {
-		writeError(w, http.StatusBadRequest, "BAD_REQUEST", err.Error())
-		return
-	}
-	if err := validateCreate(req); err != nil {
-		writeError(w, http.StatusBadRequest, "BAD_REQUEST", err.Error())
-		return
-	}
-	idemKey := r.Header.Get("Idempotency-Key")
-	if len(idemKey) > 256 {
-		writeError(w, http.StatusBadRequest, "BAD_REQUEST", "Idempotency-Key longer than 256 characters")
-		return
-	}
-	hash := sha256.Sum256(append([]byte(userID+"\x00"), raw...))
-
-	s.mu.Lock()
-	s.statsFor(req.OrderID).createRequests++
-	if status, fail := s.injectedError(&s.faults.Create); fail {
-		s.mu.Unlock()
-		writeInjected(w, status)
-		return
-	}
-	var entry *idemEntry
-	if s.cfg.Idempotency && idemKey != "" {
-		if e, ok := s.idem[idemKey]; ok && time.Since(e.createdAt) > s.cfg.IdempotencyTTL {
-			delete(s.idem, idemKey)
-		}
-		if found, ok := s.idem[idemKey]; ok {
-			e := *found // the first request may still be filling it in
-			s.mu.Unlock()
-			switch {
-			case e.bodyHash != hash:
-				writeError(w, http.StatusUnprocessableEntity, "IDEMPOTENCY_KEY_REUSED", "Idempotency-Key was used with another request body")
-			case !e.done:
-				writeError(w, http.StatusConflict, "IDEMPOTENT_REQUEST_PROCESSING", "a request with this Idempotency-Key is in flight")
-			default:
-				w.Header().Set("Idempotent-Replayed", "true")
-				w.Header().Set("Content-Type", "application/json")
-				w.WriteHeader(e.status)
-				_, _ = w.Write(e.body)
-			}
-			return
-		}
-		entry = &idemEntry{bodyHash: hash, createdAt: time.Now()}
-		s.idem[idemKey] = entry
-	}
-	tx := s.newTransaction(req)
-	timeout := s.chance(s.faults.Create.TimeoutRate)
-	timeoutDelay := time.Duration(s.faults.Create.TimeoutDelay)
-	s.mu.Unlock()
-
-	s.latency(r.Context())
-	answer := gateway.Created{TransactionKey: tx.Key, OrderID: tx.OrderID, Status: gateway.StatusPending}
-	body, _ := json.Marshal(answer)
-	if entry != nil {
-		s.mu.Lock()
-		entry.done, entry.status, entry.body = true, http.StatusCreated, append(body, '\n')
-		s.mu.Unlock()
-	}
-	if timeout && !sleep(r.Context(), timeoutDelay) {
-		return
-	}
-	writeJSON(w, http.StatusCreated, answer)
-}
-
-// newTransaction stores a PENDING transaction and schedules its processing.
-// Called with s.mu held.
-func (s *Server) newTransaction(req gateway.CreateRequest) *transaction {
-	now := time.Now()
-	var key string
-	for {
-		key = fmt.Sprintf("%s:TR:%06x", now.Format("20060102"), s.rng.IntN(1<<24))
-		if _, taken := s.txs[key]; !taken {
-			break
-		}
-	}
-	tx := &transaction{Key: key, OrderID: req.OrderID, Amount: req.Amount, CardType: req.CardType, CardNo: req.CardNo,
-		CallbackURL: req.CallbackURL, Status: gateway.StatusPending, CreatedAt: now}
-	s.txs[key] = tx
-	st := s.statsFor(req.OrderID)
-	st.keys = append(st.keys, key)
-	delay := s.between(s.faults.Processing.Min, s.faults.Processing.Max)
-	s.goBackground(func(ctx context.Context) {
-		if !sleep(ctx, delay) {
-			return
-		}
-		s.mu.Lock()
-		if s.txs[key] != tx || tx.Status != gateway.StatusPending {
-			s.mu.Unlock()
-			return
-		}
-		if s.chance(s.faults.Processing.SuccessRate) {
-			tx.Status = gateway.StatusSuccess
-		} else {
-			tx.Status = gateway.StatusFailed
-			// LIMIT_EXCEEDED 20% and INVALID_CARD 10% of all: 2 to 1 among failures.
-			tx.Reason = "LIMIT_EXCEEDED"
-			if s.rng.IntN(3) == 0 {
-				tx.Reason = "INVALID_CARD"
-			}
-		}
-		snapshot := tx.view()
-		s.mu.Unlock()
-		s.sendCallback(snapshot, tx.CallbackURL)
-	})
-	return tx
-}
-
-func (tx *transaction) view() gateway.Transaction {
-	return gateway.Transaction{TransactionKey: tx.Key, OrderID: tx.OrderID, Amount: tx.Amount, Status: tx.Status, Reason: tx.Reason}
-}
-
-// statsFor returns an order's counters. Called with s.mu held.
-func (s *Server) statsFor(orderID string) *orderStats {
-	st, ok := s.orders[orderID]
-	if !ok {
-		st = &orderStats{}
-		s.orders[orderID] = st
-	}
-	return st
 }
 
 // endpointCall applies latency and the endpoint's faults; it reports whether
 // the handler should go on, and how long to hold the answer.
 func (s *Server) endpointCall(w http.ResponseWriter, r *http.Request, faults func(*Faults) *EndpointFaults) (time.Duration, bool) {
-	s.mu.Lock()
-	f := faults(&s.faults)
-	status, fail := s.injectedError(f)
+	var status int
+	var fail bool
 	var holdFor time.Duration
-	if !fail && s.chance(f.TimeoutRate) {
-		holdFor = time.Duration(f.TimeoutDelay)
-	}
-	s.mu.Unlock()
+	s.locked(func() {
+		f := faults(&s.faults)
+		status, fail = s.injectedError(f)
+		if !fail && s.chance(f.TimeoutRate) {
+			holdFor = time.Duration(f.TimeoutDelay)
+		}
+	})
 	if !s.latency(r.Context()) {
 		return 0, false
 	}
@@ -339,14 +165,15 @@ func (s *Server) handleLookup(w http.ResponseWriter, r *http.Request) {
 // for a timeout fault; an unknown key is a 404.
 func (s *Server) answerTransaction(w http.ResponseWriter, r *http.Request, holdFor time.Duration, change func(*transaction)) {
 	key := r.PathValue("key")
-	s.mu.Lock()
-	tx, found := s.txs[key]
 	var view gateway.Transaction
-	if found {
-		change(tx)
-		view = tx.view()
-	}
-	s.mu.Unlock()
+	var found bool
+	s.locked(func() {
+		var tx *transaction
+		if tx, found = s.txs[key]; found {
+			change(tx)
+			view = tx.view()
+		}
+	})
 	if holdFor > 0 && !sleep(r.Context(), holdFor) {
 		return
 	}
@@ -368,13 +195,13 @@ func (s *Server) handleLookupByOrder(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := gateway.OrderTransactions{OrderID: orderID, Transactions: []gateway.Transaction{}}
-	s.mu.Lock()
-	if st, ok := s.orders[orderID]; ok {
-		for _, key := range st.keys {
-			out.Transactions = append(out.Transactions, s.txs[key].view())
+	s.locked(func() {
+		if st, ok := s.orders[orderID]; ok {
+			for _, key := range st.keys {
+				out.Transactions = append(out.Transactions, s.txs[key].view())
+			}
 		}
-	}
-	s.mu.Unlock()
+	})
 	if holdFor > 0 && !sleep(r.Context(), holdFor) {
 		return
 	}

@@ -21,11 +21,12 @@ const (
 // sendCallback delivers a transaction's outcome to its callback URL in the
 // background, with the callback faults applied.
 func (s *Server) sendCallback(tx gateway.Transaction, url string) {
-	s.mu.Lock()
-	f := s.faults.Callback
-	drop := s.chance(f.DropRate)
-	duplicate := s.chance(f.DuplicateRate)
-	s.mu.Unlock()
+	var f CallbackFaults
+	var drop, duplicate bool
+	s.locked(func() {
+		f = s.faults.Callback
+		drop, duplicate = s.chance(f.DropRate), s.chance(f.DuplicateRate)
+	})
 	if drop {
 		s.log.Info("callback dropped", "transaction_key", tx.TransactionKey, "order_id", tx.OrderID)
 		return

@@ -4,9 +4,26 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 )
+
+// Bounds of every fault duration, in the admin API and the flags alike: a
+// duration near the type's limit overflows the uniform draw between min and
+// max, and an answer held for hours only pins a connection.
+const (
+	// MaxAnswerDelay bounds latency.min/max and each endpoint's timeoutDelay:
+	// they hold an answer while the client waits.
+	MaxAnswerDelay = time.Minute
+	// MaxDecisionDelay bounds processing.min/max and callback.delay: they run
+	// in the background, after the answer.
+	MaxDecisionDelay = 24 * time.Hour
+)
+
+// maxHeldAnswer is the longest a legal fault set holds one answer: the
+// latency, then a timeout fault's delay.
+const maxHeldAnswer = 2 * MaxAnswerDelay
 
 // Duration is a time.Duration that reads and writes JSON as "250ms" (a
 // number is taken as milliseconds).
@@ -30,8 +47,24 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	if err != nil {
 		return fmt.Errorf("duration %s: want a string like \"250ms\" or milliseconds", b)
 	}
-	*d = Duration(ms * float64(time.Millisecond))
-	return nil
+	*d, err = fromMillis(ms)
+	return err
+}
+
+// fromMillis converts milliseconds to a Duration. Out of range it saturates
+// rather than wraps around, so Validate sees the absurd value and refuses it
+// naming the field.
+func fromMillis(ms float64) (Duration, error) {
+	ns := ms * float64(time.Millisecond)
+	switch {
+	case math.IsNaN(ns):
+		return 0, errors.New("duration NaN: want a number of milliseconds")
+	case ns >= math.MaxInt64:
+		return Duration(math.MaxInt64), nil
+	case ns <= math.MinInt64:
+		return Duration(math.MinInt64), nil
+	}
+	return Duration(ns), nil
 }
 
 // Range is a closed interval of durations; a value is drawn uniformly.
@@ -89,23 +122,27 @@ func DefaultFaults() Faults {
 	}
 }
 
-// Validate reports the first setting out of range.
+// Validate reports every setting out of its bounds, each by its JSON name.
 func (f Faults) Validate() error {
 	var errs []error
 	rate := func(name string, v float64) {
-		if v < 0 || v > 1 {
+		if !(v >= 0 && v <= 1) { // NaN too
 			errs = append(errs, fmt.Errorf("%s must be within 0..1, got %v", name, v))
 		}
 	}
-	span := func(name string, lo, hi Duration) {
-		if lo < 0 || hi < 0 {
-			errs = append(errs, fmt.Errorf("%s must not be negative", name))
+	delay := func(name string, d Duration, most time.Duration) {
+		if d < 0 || time.Duration(d) > most {
+			errs = append(errs, fmt.Errorf("%s must be within 0s..%s, got %s", name, most, time.Duration(d)))
 		}
+	}
+	span := func(name string, lo, hi Duration, most time.Duration) {
+		delay(name+".min", lo, most)
+		delay(name+".max", hi, most)
 		if hi < lo {
 			errs = append(errs, fmt.Errorf("%s: max %s is below min %s", name, time.Duration(hi), time.Duration(lo)))
 		}
 	}
-	span("latency", f.Latency.Min, f.Latency.Max)
+	span("latency", f.Latency.Min, f.Latency.Max, MaxAnswerDelay)
 	for _, ep := range []struct {
 		name string
 		f    EndpointFaults
@@ -117,18 +154,14 @@ func (f Faults) Validate() error {
 			errs = append(errs, fmt.Errorf("%s.errorStatus must be an HTTP error status (400..599), got %d", name, e.ErrorStatus))
 		}
 		if e.FailNext < 0 {
-			errs = append(errs, fmt.Errorf("%s.failNext must not be negative", name))
+			errs = append(errs, fmt.Errorf("%s.failNext must not be negative, got %d", name, e.FailNext))
 		}
-		if e.TimeoutDelay < 0 {
-			errs = append(errs, fmt.Errorf("%s.timeoutDelay must not be negative", name))
-		}
+		delay(name+".timeoutDelay", e.TimeoutDelay, MaxAnswerDelay)
 	}
-	span("processing", f.Processing.Min, f.Processing.Max)
+	span("processing", f.Processing.Min, f.Processing.Max, MaxDecisionDelay)
 	rate("processing.successRate", f.Processing.SuccessRate)
 	rate("callback.dropRate", f.Callback.DropRate)
 	rate("callback.duplicateRate", f.Callback.DuplicateRate)
-	if f.Callback.Delay < 0 {
-		errs = append(errs, errors.New("callback.delay must not be negative"))
-	}
+	delay("callback.delay", f.Callback.Delay, MaxDecisionDelay)
 	return errors.Join(errs...)
 }

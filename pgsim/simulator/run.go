@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/payguard/payguard/gateway"
+	"github.com/payguard/payguard/config"
 )
 
 // Run is pgsim's main: it parses flags (defaults from the environment where
@@ -31,17 +31,10 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	faults, _ := json.Marshal(cfg.Faults)
 	cfg.Logger.Info("pgsim listening", "gateway_url", s.GatewayURL(), "admin_url", s.AdminURL(), "seed", cfg.Seed,
-		"idempotency", cfg.Idempotency, "secret", mask(cfg.Secret), "faults", string(faults))
+		"idempotency", cfg.Idempotency, "secret", config.MaskSecret(string(cfg.Secret)), "faults", string(faults))
 	<-ctx.Done()
 	cfg.Logger.Info("pgsim stopping")
 	return s.Close()
-}
-
-func mask(secret []byte) string {
-	if len(secret) == 0 {
-		return "(none)"
-	}
-	return "****"
 }
 
 // ParseFlags reads pgsim's flags.
@@ -55,7 +48,7 @@ func ParseFlags(args []string, getenv func(string) string, usage io.Writer) (Con
 	fs.StringVar(&cfg.Addr, "addr", "127.0.0.1:8090", "gateway API listen address")
 	fs.StringVar(&cfg.AdminAddr, "admin-addr", "127.0.0.1:8091", "admin API listen address (keep it on loopback)")
 	fs.Int64Var(&seed, "seed", time.Now().UnixNano(), "random seed; the same seed repeats a run")
-	fs.StringVar(&secret, "secret", envOr(getenv, "GATEWAY_SECRET", gateway.DevSecret), "callback signing secret (env GATEWAY_SECRET)")
+	fs.StringVar(&secret, "secret", config.GatewaySecret(getenv), "callback signing secret (env GATEWAY_SECRET, as the worker)")
 	fs.BoolVar(&cfg.Idempotency, "idempotency", true, "honour Idempotency-Key headers")
 	fs.DurationVar(&cfg.IdempotencyTTL, "idempotency-ttl", 15*24*time.Hour, "how long an idempotency key is kept")
 
@@ -97,13 +90,6 @@ func ParseFlags(args []string, getenv func(string) string, usage io.Writer) (Con
 	return cfg, nil
 }
 
-func envOr(getenv func(string) string, key, fallback string) string {
-	if v := getenv(key); v != "" {
-		return v
-	}
-	return fallback
-}
-
 type durationFlag struct{ d *Duration }
 
 func (f durationFlag) String() string {
@@ -113,17 +99,19 @@ func (f durationFlag) String() string {
 	return time.Duration(*f.d).String()
 }
 
+// Set reads "250ms" or a number of milliseconds, like the admin API.
 func (f durationFlag) Set(s string) error {
 	v, err := time.ParseDuration(s)
-	if err != nil {
-		if ms, err2 := strconv.ParseFloat(s, 64); err2 == nil {
-			v = time.Duration(ms * float64(time.Millisecond))
-		} else {
-			return err
-		}
+	if err == nil {
+		*f.d = Duration(v)
+		return nil
 	}
-	*f.d = Duration(v)
-	return nil
+	ms, err2 := strconv.ParseFloat(s, 64)
+	if err2 != nil {
+		return err
+	}
+	*f.d, err = fromMillis(ms)
+	return err
 }
 
 func durationVar(fs *flag.FlagSet, d *Duration, name, usage string) {

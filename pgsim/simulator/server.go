@@ -10,11 +10,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/payguard/payguard/config"
 )
 
 // Config configures a Server.
@@ -27,6 +30,10 @@ type Config struct {
 	IdempotencyTTL time.Duration // how long a key is remembered
 	Faults         Faults        // the defaults, restored by /admin/reset
 	Logger         *slog.Logger
+	// HTTPTimeouts bound slow clients on both APIs (zero fields take
+	// config.DefaultHTTPTimeouts); the gateway's write timeout also covers
+	// the longest answer a fault may hold.
+	HTTPTimeouts config.HTTPTimeouts
 }
 
 // Server is a running simulator.
@@ -85,6 +92,7 @@ func New(cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	cfg.HTTPTimeouts = cfg.HTTPTimeouts.OrDefaults()
 	if cfg.IdempotencyTTL <= 0 {
 		cfg.IdempotencyTTL = 15 * 24 * time.Hour
 	}
@@ -121,7 +129,7 @@ func (s *Server) Start() error {
 		return fmt.Errorf("admin listener: %w", err)
 	}
 	s.gatewayAddr, s.adminAddr = gl.Addr().String(), al.Addr().String()
-	s.admin = &http.Server{Handler: s.logged("admin", s.adminHandler()), ReadHeaderTimeout: 10 * time.Second}
+	s.admin = s.cfg.HTTPTimeouts.Server(s.logged("admin", s.adminHandler()))
 	s.serve(s.admin, al)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -162,11 +170,14 @@ func (s *Server) Close() error {
 }
 
 func (s *Server) newGatewayServer() *http.Server {
-	return &http.Server{
-		Handler:           s.logged("gateway", s.gatewayHandler()),
-		ReadHeaderTimeout: 10 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return s.ctx },
-	}
+	t := s.cfg.HTTPTimeouts
+	// A held answer is written only when its hold ends: the write timeout
+	// runs from the end of the headers, so it must outlast the longest hold
+	// Validate allows, with the usual time to write on top.
+	t.Write += maxHeldAnswer
+	srv := t.Server(s.logged("gateway", s.gatewayHandler()))
+	srv.BaseContext = func(net.Listener) context.Context { return s.ctx }
+	return srv
 }
 
 func (s *Server) serve(srv *http.Server, l net.Listener) {
@@ -181,7 +192,9 @@ func (s *Server) serve(srv *http.Server, l net.Listener) {
 
 // setDown closes or reopens the gateway listener. Closing also drops open
 // connections, so a client sees refusals at once, not only on new dials.
-// Called with s.mu held.
+// Called with s.mu held, which keeps the listener in step with the faults'
+// down: closing and opening a listener are immediate system calls, never a
+// wait. It logs nothing; the caller does, once the lock is released.
 func (s *Server) setDown(down bool) error {
 	if down == (s.gateway == nil) {
 		return nil
@@ -189,7 +202,6 @@ func (s *Server) setDown(down bool) error {
 	if down {
 		err := s.gateway.Close()
 		s.gateway = nil
-		s.log.Info("gateway down", "addr", s.gatewayAddr)
 		return err
 	}
 	if s.ctx.Err() != nil {
@@ -201,8 +213,26 @@ func (s *Server) setDown(down bool) error {
 	}
 	s.gateway = s.newGatewayServer()
 	s.serve(s.gateway, l)
-	s.log.Info("gateway up", "addr", s.gatewayAddr)
 	return nil
+}
+
+// logDown says when the gateway listener closed or reopened.
+func (s *Server) logDown(was, now bool) {
+	switch {
+	case now && !was:
+		s.log.Info("gateway down", "addr", s.gatewayAddr)
+	case was && !now:
+		s.log.Info("gateway up", "addr", s.gatewayAddr)
+	}
+}
+
+// locked runs fn with s.mu held. The deferred unlock releases the lock even
+// if fn panics (net/http recovers a handler's panic and serves on), so one
+// bad request can never wedge every later request and Close.
+func (s *Server) locked(fn func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fn()
 }
 
 // goBackground runs fn unless the server is closing, tracked for Close.
@@ -232,12 +262,19 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// between draws uniformly from [lo, hi]. Called with s.mu held.
+// between draws uniformly from [lo, hi]. Called with s.mu held, so it must
+// not panic whatever the bounds Validate let through: the span is taken in
+// uint64, where the difference of any two int64s fits, so a huge max cannot
+// overflow into an invalid argument.
 func (s *Server) between(lo, hi Duration) time.Duration {
 	if hi <= lo {
 		return time.Duration(lo)
 	}
-	return time.Duration(lo) + time.Duration(s.rng.Int64N(int64(hi-lo)+1))
+	span := uint64(hi) - uint64(lo)
+	if span == math.MaxUint64 { // the whole int64 range
+		return time.Duration(s.rng.Uint64())
+	}
+	return time.Duration(uint64(lo) + s.rng.Uint64N(span+1))
 }
 
 // chance reports true with probability p. Called with s.mu held.

@@ -519,7 +519,7 @@ func TestCloseStopsEveryGoroutine(t *testing.T) {
 	f := testenv.QuietFaults()
 	f.Processing = simulator.Processing{Min: simulator.Duration(time.Hour), Max: simulator.Duration(time.Hour), SuccessRate: 1}
 	f.Lookup.TimeoutRate = 1
-	f.Lookup.TimeoutDelay = simulator.Duration(time.Hour)
+	f.Lookup.TimeoutDelay = simulator.Duration(simulator.MaxAnswerDelay)
 	s := simulator.New(simulator.Config{Addr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0", Secret: []byte("x"), Idempotency: true, Faults: f})
 	require.NoError(t, s.Start())
 	client := &http.Client{Transport: &http.Transport{}}
@@ -533,7 +533,7 @@ func TestCloseStopsEveryGoroutine(t *testing.T) {
 	}
 	held := make(chan error, 1)
 	go func() {
-		resp, err := client.Get(s.GatewayURL() + "/api/v1/payments?orderId=o1") // held for an hour
+		resp, err := client.Get(s.GatewayURL() + "/api/v1/payments?orderId=o1") // held for the longest legal delay
 		if err == nil {
 			resp.Body.Close()
 			err = errors.New("answered")

@@ -28,6 +28,9 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// Listener, when set, is used instead of listening on HTTPAddr (tests).
 	Listener net.Listener
+	// HTTPTimeouts bound slow clients of the HTTP endpoints; zero fields
+	// take config.DefaultHTTPTimeouts (tests shorten them).
+	HTTPTimeouts config.HTTPTimeouts
 }
 
 // ParseFlags reads the worker's flags; defaults come from the environment.
@@ -82,7 +85,16 @@ func (c Config) Validate() error {
 	case c.Breaker.MinCalls < 1 || c.Breaker.HalfOpenCalls < 1:
 		return fmt.Errorf("configuration: --breaker-min-calls and --breaker-half-open-calls must be at least 1")
 	}
-	return nil
+	return c.CheckSecretFor(c.listenAddr())
+}
+
+// listenAddr is where the callback endpoint listens: the given listener's
+// address, else --http-addr.
+func (c Config) listenAddr() string {
+	if c.Listener != nil {
+		return c.Listener.Addr().String()
+	}
+	return c.HTTPAddr
 }
 
 // Tuning derives the workflow tuning: one create's StartToClose timeout sits

@@ -1,6 +1,7 @@
 package service_test
 
 import (
+	"context"
 	"io"
 	"testing"
 	"time"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/payguard/payguard/config"
 	"github.com/payguard/payguard/gateway"
+	"github.com/payguard/payguard/internal/testenv"
+	"github.com/payguard/payguard/pgsim/simulator"
 	"github.com/payguard/payguard/worker/service"
 )
 
@@ -64,5 +67,58 @@ func TestWorkerFlagsRejectBadValues(t *testing.T) {
 	} {
 		_, err := service.ParseFlags(args, func(string) string { return "" }, io.Discard)
 		assert.Error(t, err, "%v", args)
+	}
+}
+
+// The development secret is public: a worker whose callback endpoint anyone
+// else can reach must have a secret of its own.
+func TestWorkerRefusesThePublicSecretBeyondLoopback(t *testing.T) {
+	none := func(string) string { return "" }
+	withSecret := func(k string) string {
+		if k == "GATEWAY_SECRET" {
+			return "a-secret-of-its-own"
+		}
+		return ""
+	}
+	for _, addr := range []string{"0.0.0.0:8081", ":8081", "[::]:8081", "10.1.2.3:8081", "worker:8081"} {
+		_, err := service.ParseFlags([]string{"--http-addr", addr}, none, io.Discard)
+		if assert.Error(t, err, "%s with GATEWAY_SECRET unset", addr) {
+			assert.Contains(t, err.Error(), "GATEWAY_SECRET", "the message says what to set")
+		}
+		_, err = service.ParseFlags([]string{"--http-addr", addr, "--gateway-secret", gateway.DevSecret}, none, io.Discard)
+		assert.Error(t, err, "%s with the development secret given explicitly", addr)
+		_, err = service.ParseFlags([]string{"--http-addr", addr}, withSecret, io.Discard)
+		assert.NoError(t, err, "%s with a secret of its own", addr)
+	}
+	for _, addr := range []string{"127.0.0.1:8081", "127.0.0.2:0", "[::1]:8081", "localhost:8081"} {
+		_, err := service.ParseFlags([]string{"--http-addr", addr}, none, io.Discard)
+		assert.NoError(t, err, "%s: the development secret stays usable on loopback", addr)
+	}
+}
+
+// The real worker's main refuses before it connects to anything (the
+// database and Temporal here are unreachable: had it gone on, it would have
+// waited for them until the context ended).
+func TestWorkerDoesNotStartWithThePublicSecretOnAnOpenAddress(t *testing.T) {
+	env := map[string]string{"DATABASE_URL": "postgres://nobody@127.0.0.1:1/x?connect_timeout=1", "TEMPORAL_ADDRESS": testenv.FreeAddr(t)}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	err := service.Run(ctx, []string{"--http-addr", "0.0.0.0:0"}, func(k string) string { return env[k] }, io.Discard)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "GATEWAY_SECRET")
+	assert.Less(t, time.Since(start), 2*time.Second, "refused at once, not after waiting for the database")
+}
+
+// pgsim signs with what the worker verifies with: one source, one default.
+func TestWorkerAndPgsimReadOneSecret(t *testing.T) {
+	for _, env := range []map[string]string{{}, {"GATEWAY_SECRET": "shared"}} {
+		getenv := func(k string) string { return env[k] }
+		w, err := service.ParseFlags(nil, getenv, io.Discard)
+		require.NoError(t, err)
+		p, err := simulator.ParseFlags(nil, getenv, io.Discard)
+		require.NoError(t, err)
+		assert.Equal(t, w.GatewaySecret, string(p.Secret), "%v", env)
+		assert.Equal(t, config.GatewaySecret(getenv), w.GatewaySecret)
 	}
 }

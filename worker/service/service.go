@@ -71,7 +71,7 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error
 	}
 	logger.Info("worker starting", cfg.LogAttrs()...)
 	if cfg.GatewaySecret == gateway.DevSecret {
-		logger.Warn("GATEWAY_SECRET is not set: using the development secret; never do this in production")
+		logger.Warn("GATEWAY_SECRET is not set: using the public development secret, taken only because the callback endpoint is on loopback")
 	}
 	w := &Worker{cfg: cfg, log: logger, Metrics: NewMetrics(), served: make(chan error, 1)}
 	ok := false
@@ -122,7 +122,7 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error
 		secret: []byte(cfg.GatewaySecret), metrics: w.Metrics, log: logger, now: time.Now})
 	mux.HandleFunc("GET /healthz", w.healthz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(w.Metrics.Registry, promhttp.HandlerOpts{}))
-	w.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	w.http = cfg.HTTPTimeouts.Server(mux)
 
 	if err := w.worker.Start(); err != nil {
 		return nil, fmt.Errorf("start worker: %w", err)
