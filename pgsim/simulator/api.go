@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/payguard/payguard/gateway"
+	"github.com/payguard/payguard/ids"
 )
 
 // maxBody bounds every request body the simulator reads.
@@ -111,7 +112,8 @@ func decodeStrict(raw []byte, v any) error {
 	return nil
 }
 
-// validateCreate checks a create body as the Loopers simulator does.
+// validateCreate checks a create body as the Loopers simulator does, with
+// orderId held to payguard's id rule (package ids) like every other id.
 func validateCreate(req gateway.CreateRequest) error {
 	var missing []string
 	if req.OrderID == "" {
@@ -138,8 +140,8 @@ func validateCreate(req gateway.CreateRequest) error {
 	if !cardNoPattern.MatchString(req.CardNo) {
 		return fmt.Errorf("cardNo must look like dddd-dddd-dddd-dddd, got %q", req.CardNo)
 	}
-	if len(req.OrderID) > 128 {
-		return errors.New("orderId longer than 128 characters")
+	if err := ids.CheckOrder(req.OrderID); err != nil {
+		return err
 	}
 	if !strings.HasPrefix(req.CallbackURL, "http://") && !strings.HasPrefix(req.CallbackURL, "https://") {
 		return fmt.Errorf("callbackUrl must be an http(s) URL, got %q", req.CallbackURL)
@@ -180,6 +182,10 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	userID := r.Header.Get("X-USER-ID")
 	if userID == "" {
 		writeError(w, http.StatusBadRequest, "BAD_REQUEST", "header X-USER-ID is required")
+		return
+	}
+	if err := ids.CheckUser(userID); err != nil {
+		writeError(w, http.StatusBadRequest, "BAD_REQUEST", "header X-USER-ID: "+err.Error())
 		return
 	}
 	var req gateway.CreateRequest
@@ -361,6 +367,10 @@ func (s *Server) handleLookupByOrder(w http.ResponseWriter, r *http.Request) {
 	orderID := r.URL.Query().Get("orderId")
 	if orderID == "" {
 		writeError(w, http.StatusBadRequest, "BAD_REQUEST", "query parameter orderId is required")
+		return
+	}
+	if err := ids.CheckOrder(orderID); err != nil {
+		writeError(w, http.StatusBadRequest, "BAD_REQUEST", "query parameter orderId: "+err.Error())
 		return
 	}
 	holdFor, ok := s.endpointCall(w, r, func(f *Faults) *EndpointFaults { return &f.Lookup })
