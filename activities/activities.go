@@ -107,6 +107,11 @@ func (a *Activities) RequestPayment(ctx context.Context, in RequestInput) (Reque
 	if a.cfg.IdempotencyKeys {
 		key = IdempotencyKey(in.OrderID)
 	}
+	// A create the client cannot build is our bug, not an outage: refuse it
+	// before an attempt is recorded, so it is never counted UNREACHABLE.
+	if err := a.gateway.CheckCreate(in.OrderID, in.UserID, key); err != nil {
+		return RequestResult{}, nonRetryable(ErrInvalidOrder, err)
+	}
 	begun, err := a.store.BeginAttempt(ctx, store.AttemptRequest{OrderID: in.OrderID, IdempotencyKey: key,
 		CallbackURL: a.cfg.CallbackURL, Grant: in.Grant, Limit: in.Limit})
 	if err != nil {
@@ -255,6 +260,9 @@ func (a *Activities) LookupPayment(ctx context.Context, in LookupInput) (LookupR
 		// The gateway has no such transaction: a definite, empty answer.
 		a.observe.GatewayCall(endpoint, OutcomeRejected, took)
 		return LookupResult{Transactions: []gateway.Transaction{}}, nil
+	case errors.Is(err, gateway.ErrInvalidRequest):
+		// Never sent: our bug, which no retry mends.
+		return LookupResult{}, nonRetryable(ErrInvalidOrder, err)
 	case errors.Is(err, gateway.ErrRejected):
 		a.observe.GatewayCall(endpoint, OutcomeRejected, took)
 		return LookupResult{}, nonRetryable(ErrGatewayRejected, err)

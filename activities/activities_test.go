@@ -321,11 +321,11 @@ func TestReserveSettleAndCancelOrderAreIdempotent(t *testing.T) {
 	r := newRig(t, quiet(), activities.DefaultBreakerSettings(), false)
 	r.reserve(t, "o1")
 	r.reserve(t, "o1")
-	_, err := r.env.ExecuteActivity(r.acts.Reserve, activities.ReserveInput{OrderID: "o2", ProductID: "P1", Quantity: 9, Amount: 1})
+	_, err := r.env.ExecuteActivity(r.acts.Reserve, activities.ReserveInput{OrderID: "o2", ProductID: "P1", Quantity: 9, Amount: 1, UserID: "u1"})
 	kind, retry := appError(t, err)
 	assert.Equal(t, activities.ErrOutOfStock, kind)
 	assert.False(t, retry)
-	_, err = r.env.ExecuteActivity(r.acts.Reserve, activities.ReserveInput{OrderID: "o3", ProductID: "nope", Quantity: 1, Amount: 1})
+	_, err = r.env.ExecuteActivity(r.acts.Reserve, activities.ReserveInput{OrderID: "o3", ProductID: "nope", Quantity: 1, Amount: 1, UserID: "u1"})
 	kind, _ = appError(t, err)
 	assert.Equal(t, activities.ErrUnknownProduct, kind)
 

@@ -46,9 +46,11 @@ func NewLookupBreaker(s BreakerSettings, onChange func(name string, from, to gob
 		},
 		OnStateChange: onChange,
 		// A 4xx is the gateway answering, healthy and definite; a cancelled
-		// context is our own doing. Neither says anything about its health.
+		// context and a request the client refused to build are our own
+		// doing. None says anything about its health.
 		IsExcluded: func(err error) bool {
-			return errors.Is(err, gateway.ErrRejected) || errors.Is(err, context.Canceled)
+			return errors.Is(err, gateway.ErrRejected) || errors.Is(err, context.Canceled) ||
+				errors.Is(err, gateway.ErrInvalidRequest)
 		},
 	})
 }

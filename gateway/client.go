@@ -14,12 +14,14 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/payguard/payguard/ids"
 )
 
 // Config configures a Client.
 type Config struct {
 	BaseURL string // e.g. http://127.0.0.1:8090
-	UserID  string // sent as X-USER-ID when a call names none
+	UserID  string // sent as X-USER-ID when a call names none; follows the ids rule
 	// ConnectTimeout bounds the TCP dial and TLS handshake: a call that fails
 	// within it never reached the gateway.
 	ConnectTimeout time.Duration
@@ -54,6 +56,9 @@ func New(cfg Config) (*Client, error) {
 	if cfg.UserID == "" {
 		cfg.UserID = "payguard"
 	}
+	if err := ids.CheckUser(cfg.UserID); err != nil {
+		return nil, fmt.Errorf("gateway default user: %w", err)
+	}
 	dialer := &net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 30 * time.Second}
 	transport := &http.Transport{
 		DialContext:           dialer.DialContext,
@@ -69,12 +74,30 @@ func New(cfg Config) (*Client, error) {
 // Close drops idle connections.
 func (c *Client) Close() { c.http.CloseIdleConnections() }
 
+// CheckCreate says whether CreatePayment would build this create, without
+// sending anything: nil, or an ErrInvalidRequest naming what is wrong.
+// userID may be "" for the client's default.
+func (c *Client) CheckCreate(orderID, userID, idempotencyKey string) error {
+	if userID == "" {
+		userID = c.userID
+	}
+	for _, err := range []error{ids.CheckOrder(orderID), ids.CheckUser(userID), checkHeader("Idempotency-Key", idempotencyKey)} {
+		if err != nil {
+			return &Error{Class: ErrInvalidRequest, Op: "create", Err: err}
+		}
+	}
+	return nil
+}
+
 // CreatePayment asks the gateway to charge a card. userID may be "" for the
 // client's default; idempotencyKey may be "" for none.
 func (c *Client) CreatePayment(ctx context.Context, req CreateRequest, userID, idempotencyKey string) (Created, error) {
+	if err := c.CheckCreate(req.OrderID, userID, idempotencyKey); err != nil {
+		return Created{}, err
+	}
 	body, err := json.Marshal(req)
 	if err != nil {
-		return Created{}, err
+		return Created{}, &Error{Class: ErrInvalidRequest, Op: "create", Err: err}
 	}
 	headers := http.Header{}
 	if userID == "" {
@@ -104,6 +127,9 @@ func (c *Client) Payment(ctx context.Context, transactionKey string) (Transactio
 // empty list, not an error).
 func (c *Client) PaymentsByOrder(ctx context.Context, orderID string) (OrderTransactions, error) {
 	var out OrderTransactions
+	if err := ids.CheckOrder(orderID); err != nil {
+		return out, &Error{Class: ErrInvalidRequest, Op: "lookup-by-order", Err: err}
+	}
 	_, err := c.do(ctx, "lookup-by-order", http.MethodGet, "/api/v1/payments?orderId="+url.QueryEscape(orderID), nil, nil, &out)
 	return out, err
 }
@@ -134,9 +160,20 @@ func (c *Client) do(ctx context.Context, op, method, path string, headers http.H
 	if body != nil {
 		reader = bytes.NewReader(body)
 	}
+	// A request that cannot be built is refused here, before any connection:
+	// net/http would refuse it too, but only inside the transport, where its
+	// error is indistinguishable from a dial that failed — and "unreachable"
+	// tells the caller the gateway is down and a retry is safe.
+	for k, vs := range headers {
+		for _, v := range vs {
+			if err := checkHeader(k, v); err != nil {
+				return nil, &Error{Class: ErrInvalidRequest, Op: op, Err: err}
+			}
+		}
+	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base.String()+path, reader)
 	if err != nil {
-		return nil, &Error{Class: ErrUnreachable, Op: op, Err: err}
+		return nil, &Error{Class: ErrInvalidRequest, Op: op, Err: err}
 	}
 	for k, v := range headers {
 		req.Header[k] = v
@@ -177,6 +214,17 @@ func (c *Client) do(ctx context.Context, op, method, path string, headers http.H
 		return nil, &Error{Class: ErrOutcomeUnknown, Op: op, StatusCode: resp.StatusCode, Err: fmt.Errorf("decode answer: %w", err)}
 	}
 	return resp, nil
+}
+
+// checkHeader refuses a header value HTTP cannot carry: control bytes
+// other than tab (CR and LF would end the header) and DEL, as net/http does.
+func checkHeader(name, value string) error {
+	for i := 0; i < len(value); i++ {
+		if b := value[i]; (b < ' ' && b != '\t') || b == 0x7f {
+			return fmt.Errorf("header %s value %q cannot be sent over HTTP", name, value)
+		}
+	}
+	return nil
 }
 
 func decodeErrorBody(raw []byte, e *Error) {

@@ -32,7 +32,7 @@ func client(t *testing.T, base string) *gateway.Client {
 func requireClass(t *testing.T, err error, class error) {
 	t.Helper()
 	require.Error(t, err)
-	for _, c := range []error{gateway.ErrUnreachable, gateway.ErrOutcomeUnknown, gateway.ErrRejected} {
+	for _, c := range []error{gateway.ErrUnreachable, gateway.ErrOutcomeUnknown, gateway.ErrRejected, gateway.ErrInvalidRequest} {
 		assert.Equal(t, c == class, errors.Is(err, c), "errors.Is(%v, %v)", err, c)
 	}
 }

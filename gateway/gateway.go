@@ -10,6 +10,11 @@
 //     definitive answer came back (read timeout, reset, EOF, 5xx). The
 //     gateway may be charging the card right now.
 //   - ErrRejected: the gateway answered 4xx. Definitive; see *Error.Code.
+//   - ErrInvalidRequest: the client refused to build the request — an id
+//     outside payguard's rule (package ids) or a header value HTTP cannot
+//     carry. Nothing was sent and no connection was opened. It is our bug,
+//     never news about the gateway: not an outage, and a retry fails the
+//     same way.
 package gateway
 
 import (
@@ -22,11 +27,12 @@ var (
 	ErrUnreachable    = errors.New("gateway unreachable")
 	ErrOutcomeUnknown = errors.New("gateway outcome unknown")
 	ErrRejected       = errors.New("gateway rejected the request")
+	ErrInvalidRequest = errors.New("invalid request, never sent")
 )
 
 // Error is a failed gateway call with its class.
 type Error struct {
-	Class      error  // ErrUnreachable, ErrOutcomeUnknown or ErrRejected
+	Class      error  // ErrUnreachable, ErrOutcomeUnknown, ErrRejected or ErrInvalidRequest
 	Op         string // "create", "lookup", "lookup-by-order", "cancel"
 	StatusCode int    // the HTTP status, when an answer came back
 	Code       string // the gateway's error code, when it sent one

@@ -23,7 +23,7 @@ func BenchmarkOrderLifecycle(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			id := testenv.ID("bench")
-			if _, err := s.Reserve(ctx, store.NewOrder{OrderID: id, ProductID: "P1", Quantity: 1, Amount: 100}); err != nil {
+			if _, err := s.Reserve(ctx, store.NewOrder{OrderID: id, ProductID: "P1", Quantity: 1, Amount: 100, UserID: "u1"}); err != nil {
 				b.Error(err)
 				return
 			}

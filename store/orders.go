@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/payguard/payguard/ids"
 	"github.com/payguard/payguard/status"
 )
 
@@ -49,7 +50,12 @@ type Order struct {
 // repeated call returns the order as it stands. When stock is short the order
 // is recorded REJECTED and ErrOutOfStock is returned (also on every repeat).
 func (s *Store) Reserve(ctx context.Context, o NewOrder) (Order, error) {
-	if o.OrderID == "" || o.ProductID == "" || o.Quantity <= 0 || o.Amount <= 0 {
+	// Ids are checked before the transaction: PostgreSQL refuses a NUL byte
+	// with an error that looks transient, and a retried Reserve would never end.
+	if err := checkIDs(o); err != nil {
+		return Order{}, err
+	}
+	if o.Quantity <= 0 || o.Amount <= 0 {
 		return Order{}, fmt.Errorf("%w: order %q product %q quantity %d amount %d",
 			ErrInvalid, o.OrderID, o.ProductID, o.Quantity, o.Amount)
 	}
@@ -111,6 +117,16 @@ func (s *Store) Reserve(ctx context.Context, o NewOrder) (Order, error) {
 		return order, fmt.Errorf("%w: product %s, quantity %d", ErrOutOfStock, o.ProductID, o.Quantity)
 	}
 	return order, nil
+}
+
+// checkIDs holds a new order's ids to the one rule (package ids).
+func checkIDs(o NewOrder) error {
+	for _, err := range []error{ids.CheckOrder(o.OrderID), ids.CheckProduct(o.ProductID), ids.CheckUser(o.UserID)} {
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+	}
+	return nil
 }
 
 // Commit turns the order's held stock into sold stock, once. Committing

@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/payguard/payguard/ids"
 )
 
 // Stock is a product's counters; Total = Available + Reserved + Sold always.
@@ -21,7 +23,10 @@ type Stock struct {
 // new. Reserved and sold units are kept; the rest becomes available, so a
 // total below reserved+sold is refused with ErrStockInUse.
 func (s *Store) SetStock(ctx context.Context, productID string, total int64) (Stock, error) {
-	if productID == "" || total < 0 {
+	if err := ids.CheckProduct(productID); err != nil {
+		return Stock{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if total < 0 {
 		return Stock{}, fmt.Errorf("%w: product %q, total %d", ErrInvalid, productID, total)
 	}
 	var st Stock

@@ -97,7 +97,7 @@ func TestReserveIsIdempotentAndRejectsShortStock(t *testing.T) {
 	require.ErrorIs(t, err, store.ErrOutOfStock, "a repeated reserve of a rejected order")
 	requireStock(t, s, 3, 2, 0)
 
-	_, err = s.Reserve(ctx, store.NewOrder{OrderID: "o3", ProductID: "ghost", Quantity: 1, Amount: 1})
+	_, err = s.Reserve(ctx, store.NewOrder{OrderID: "o3", ProductID: "ghost", Quantity: 1, Amount: 1, UserID: "u1"})
 	require.ErrorIs(t, err, store.ErrUnknownProduct)
 	_, err = s.Reserve(ctx, store.NewOrder{OrderID: "o4", ProductID: "P1", Quantity: 0, Amount: 1})
 	require.ErrorIs(t, err, store.ErrInvalid)

@@ -32,6 +32,7 @@ import (
 
 	"github.com/payguard/payguard/activities"
 	"github.com/payguard/payguard/gateway"
+	"github.com/payguard/payguard/ids"
 	"github.com/payguard/payguard/status"
 	"github.com/payguard/payguard/store"
 )
@@ -95,11 +96,32 @@ const (
 	moneySafe          = workflow.Version(1)
 )
 
+// idRuleChange versions the id rule's check (package ids) in setup.
+const idRuleChange = "id-rule"
+
+// checkIDs holds the order's ids to the one rule (package ids).
+func checkIDs(in PaymentInput) error {
+	for _, err := range []error{ids.CheckOrder(in.OrderID), ids.CheckProduct(in.ProductID), ids.CheckUser(in.UserID)} {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (w *Workflows) setup(ctx workflow.Context, in PaymentInput) (*payment, error) {
 	if in.OrderID == "" || in.ProductID == "" || in.Quantity <= 0 || in.Amount <= 0 {
 		return nil, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("invalid order: id %q product %q quantity %d amount %d", in.OrderID, in.ProductID, in.Quantity, in.Amount),
 			activities.ErrInvalidOrder, nil)
+	}
+	// An id outside the rule is refused before Reserve is scheduled: it would
+	// hold stock and then fail at the gateway, or (a NUL) fail Reserve forever.
+	// Only this path asks for a version, so valid orders' histories are as
+	// before; an order started before the rule has no marker and replays the
+	// commands it ran.
+	if err := checkIDs(in); err != nil && workflow.GetVersion(ctx, idRuleChange, workflow.DefaultVersion, 1) > workflow.DefaultVersion {
+		return nil, temporal.NewNonRetryableApplicationError("invalid order: "+err.Error(), activities.ErrInvalidOrder, nil)
 	}
 	if in.Deadline <= 0 {
 		in.Deadline = DefaultDeadline

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/payguard/payguard/gateway"
+	"github.com/payguard/payguard/ids"
 )
 
 // maxBody bounds every request body the simulator reads.
@@ -188,6 +189,10 @@ func (s *Server) handleLookupByOrder(w http.ResponseWriter, r *http.Request) {
 	orderID := r.URL.Query().Get("orderId")
 	if orderID == "" {
 		writeError(w, http.StatusBadRequest, "BAD_REQUEST", "query parameter orderId is required")
+		return
+	}
+	if err := ids.CheckOrder(orderID); err != nil {
+		writeError(w, http.StatusBadRequest, "BAD_REQUEST", "query parameter orderId: "+err.Error())
 		return
 	}
 	holdFor, ok := s.endpointCall(w, r, func(f *Faults) *EndpointFaults { return &f.Lookup })

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -13,11 +12,13 @@ import (
 	"time"
 
 	"github.com/payguard/payguard/gateway"
+	"github.com/payguard/payguard/ids"
 )
 
 var cardNoPattern = regexp.MustCompile(`^\d{4}-\d{4}-\d{4}-\d{4}$`)
 
-// validateCreate checks a create body as the Loopers simulator does.
+// validateCreate checks a create body as the Loopers simulator does, with
+// orderId held to payguard's id rule (package ids) like every other id.
 func validateCreate(req gateway.CreateRequest) error {
 	var missing []string
 	if req.OrderID == "" {
@@ -44,8 +45,8 @@ func validateCreate(req gateway.CreateRequest) error {
 	if !cardNoPattern.MatchString(req.CardNo) {
 		return fmt.Errorf("cardNo must look like dddd-dddd-dddd-dddd, got %q", req.CardNo)
 	}
-	if len(req.OrderID) > 128 {
-		return errors.New("orderId longer than 128 characters")
+	if err := ids.CheckOrder(req.OrderID); err != nil {
+		return err
 	}
 	if !strings.HasPrefix(req.CallbackURL, "http://") && !strings.HasPrefix(req.CallbackURL, "https://") {
 		return fmt.Errorf("callbackUrl must be an http(s) URL, got %q", req.CallbackURL)
@@ -61,6 +62,10 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	userID := r.Header.Get("X-USER-ID")
 	if userID == "" {
 		writeError(w, http.StatusBadRequest, "BAD_REQUEST", "header X-USER-ID is required")
+		return
+	}
+	if err := ids.CheckUser(userID); err != nil {
+		writeError(w, http.StatusBadRequest, "BAD_REQUEST", "header X-USER-ID: "+err.Error())
 		return
 	}
 	var req gateway.CreateRequest

@@ -21,6 +21,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/payguard/payguard/gateway"
+	"github.com/payguard/payguard/ids"
 	"github.com/payguard/payguard/status"
 	"github.com/payguard/payguard/store"
 	"github.com/payguard/payguard/workflows"
@@ -87,8 +88,19 @@ func (f *OrderFlags) validate() error {
 		return fmt.Errorf("--amount must be positive (minor units), got %d", f.Amount)
 	case f.Deadline <= 0 || f.Deadline > workflows.MaxDeadline:
 		return fmt.Errorf("--deadline must be positive and at most %s, got %s", workflows.MaxDeadline, f.Deadline)
-	case strings.ContainsAny(f.OrderID, " /\t\n"):
-		return fmt.Errorf("--order-id %q must not contain spaces or slashes", f.OrderID)
+	}
+	// Refused here, before a workflow starts: the workflow would refuse them
+	// too, but only after the start, with a failed workflow to show for it.
+	if err := ids.CheckProduct(f.Product); err != nil {
+		return fmt.Errorf("--product: %w", err)
+	}
+	if err := ids.CheckUser(f.User); err != nil {
+		return fmt.Errorf("--user: %w", err)
+	}
+	if f.OrderID != "" { // "" is a fresh one
+		if err := ids.CheckOrder(f.OrderID); err != nil {
+			return fmt.Errorf("--order-id: %w", err)
+		}
 	}
 	return validateCard(f.CardType, f.CardNo)
 }
@@ -253,6 +265,9 @@ func runStatus(ctx context.Context, args []string, env Env) error {
 		return err
 	}
 	orderID := c.args[0]
+	if err := ids.CheckOrder(orderID); err != nil {
+		return fmt.Errorf("status: %w", err)
+	}
 	cl, err := c.dialTemporal(ctx)
 	if err != nil {
 		cl = nil
@@ -279,6 +294,9 @@ func runCancel(ctx context.Context, args []string, env Env) error {
 		return err
 	}
 	orderID := c.args[0]
+	if err := ids.CheckOrder(orderID); err != nil {
+		return fmt.Errorf("cancel: %w", err)
+	}
 	cl, err := c.dialTemporal(ctx)
 	if err != nil {
 		return err
@@ -329,6 +347,9 @@ func runStock(ctx context.Context, args []string, env Env) error {
 	if err := c.parse(args[1:], want); err != nil {
 		return err
 	}
+	if err := ids.CheckProduct(c.args[0]); err != nil {
+		return fmt.Errorf("stock %s: %w", sub, err)
+	}
 	var qty int64
 	if sub == "set" {
 		var err error
@@ -367,6 +388,9 @@ func runCallback(ctx context.Context, args []string, env Env) error {
 		return err
 	}
 	orderID := c.args[0]
+	if err := ids.CheckOrder(orderID); err != nil {
+		return fmt.Errorf("callback: %w", err)
+	}
 	if *st != gateway.StatusSuccess && *st != gateway.StatusFailed {
 		return fmt.Errorf("callback: --status must be SUCCESS or FAILED, got %q", *st)
 	}

@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/payguard/payguard/ids"
 	"github.com/payguard/payguard/internal/promtext"
 	"github.com/payguard/payguard/workflows"
 )
@@ -157,6 +158,11 @@ func (cfg *LoadConfig) Validate() error {
 	case len(cfg.Products) == 0:
 		return errors.New("--products must name at least one product")
 	}
+	for _, p := range cfg.Products {
+		if err := ids.CheckProduct(p); err != nil {
+			return fmt.Errorf("--products: %w", err)
+		}
+	}
 	cfg.Order.Product = cfg.Products[0]
 	if cfg.WaitTimeout <= 0 {
 		cfg.WaitTimeout = cfg.Order.Deadline + time.Minute
@@ -164,8 +170,18 @@ func (cfg *LoadConfig) Validate() error {
 	if cfg.IDPrefix == "" {
 		cfg.IDPrefix = newOrderID()
 	}
+	// The last order's id is the longest: if it follows the rule, all do.
+	if err := ids.CheckOrder(loadOrderID(cfg.IDPrefix, cfg.total())); err != nil {
+		return fmt.Errorf("order ids of this run: %w", err)
+	}
 	return cfg.Order.validate()
 }
+
+// total is how many orders the run launches.
+func (cfg *LoadConfig) total() int { return int(math.Ceil(cfg.Rate * cfg.Duration.Seconds())) }
+
+// loadOrderID names the run's nth order (from 1).
+func loadOrderID(prefix string, n int) string { return fmt.Sprintf("%s-%05d", prefix, n) }
 
 // RunLoad launches orders at a steady rate, shows a live progress line on
 // progress, waits for their final statuses and sums up.
@@ -184,7 +200,7 @@ func RunLoad(ctx context.Context, cl client.Client, cfg LoadConfig, progress io.
 
 	waitCtx, cancelWait := context.WithTimeout(ctx, cfg.Duration+cfg.WaitTimeout)
 	defer cancelWait()
-	total := int(math.Ceil(cfg.Rate * cfg.Duration.Seconds()))
+	total := cfg.total()
 	interval := time.Duration(float64(time.Second) / cfg.Rate)
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
@@ -207,7 +223,7 @@ launch:
 		}
 		f := cfg.Order
 		f.Product = cfg.Products[i%len(cfg.Products)]
-		id := fmt.Sprintf("%s-%05d", cfg.IDPrefix, i+1)
+		id := loadOrderID(cfg.IDPrefix, i+1)
 		sample := OrderSample{OrderID: id, StartOffset: time.Since(began).Seconds(), BreakerAtFire: breaker.current()}
 		idx := len(s.Orders)
 		mu.Lock()

@@ -18,6 +18,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/payguard/payguard/gateway"
+	"github.com/payguard/payguard/ids"
 	"github.com/payguard/payguard/status"
 	"github.com/payguard/payguard/store"
 	"github.com/payguard/payguard/workflows"
@@ -170,6 +171,11 @@ func decodeCallback(body []byte, cb *gateway.Transaction) error {
 		return errors.New("callback needs orderId and transactionKey")
 	case cb.Amount <= 0:
 		return errors.New("callback amount must be positive")
+	}
+	// An id no order can have is refused here, not by the database later
+	// (a NUL byte would be a 5xx the gateway retries for ever).
+	if err := ids.CheckOrder(cb.OrderID); err != nil {
+		return fmt.Errorf("callback orderId: %w", err)
 	}
 	switch cb.Status {
 	case gateway.StatusSuccess, gateway.StatusFailed, gateway.StatusPending, gateway.StatusCancelled:

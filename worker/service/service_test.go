@@ -197,6 +197,8 @@ func TestCallbackEndpointAnswers(t *testing.T) {
 	assert.Equal(t, 400, code, "unknown field")
 	code, _ = postCallback(t, s, callbackBody("ep-1", "k", "MAYBE", 5000), testenv.Secret, now)
 	assert.Equal(t, 400, code, "unknown status")
+	code, _ = postCallback(t, s, callbackBody("ep\x001", "k", gateway.StatusSuccess, 5000), testenv.Secret, now)
+	assert.Equal(t, 400, code, "an order id outside the id rule (NUL byte)")
 	code, _ = postCallback(t, s, callbackBody("nobody", "k", gateway.StatusSuccess, 5000), testenv.Secret, now)
 	assert.Equal(t, 404, code, "no such order")
 	resp, err := http.Get(s.Config.CallbackURL)
