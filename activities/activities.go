@@ -98,7 +98,7 @@ func (a *Activities) Reserve(ctx context.Context, in ReserveInput) (store.Order,
 	return o, storeError(err)
 }
 
-// RequestPayment sends the create, following the failure table (docs: SPEC
+// RequestPayment sends the create, following the failure table (docs/design.md
 // §1) to the letter. The store decides whether a create may go out at all
 // (store.BeginAttempt); when it may not, the answer already recorded for the
 // order is reported instead.

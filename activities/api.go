@@ -1,7 +1,7 @@
 // Package activities holds every side effect of a payment: stock in
 // PostgreSQL, calls to the gateway, and the event log.
 //
-// The retry rule (SPEC §1) is decided here, because only the activity sees
+// The retry rule (docs/design.md §1) is decided here, because only the activity sees
 // how a create failed. It returns a retryable GatewayUnreachable error only
 // when the gateway provably never received the request; a create that may
 // have reached it comes back as the non-retryable GatewayOutcomeUnknown, and

@@ -10,7 +10,7 @@ import (
 	"github.com/payguard/payguard/gateway"
 )
 
-// BreakerSettings configure the lookup breaker (SPEC §6 flags).
+// BreakerSettings configure the lookup breaker (docs/design.md §6 flags).
 type BreakerSettings struct {
 	Window        time.Duration // the rolling window calls are counted in
 	MinCalls      uint32        // no trip below this many counted calls in the window

@@ -1,4 +1,4 @@
-// Package config holds the settings every payguard process shares (SPEC §6):
+// Package config holds the settings every payguard process shares (docs/design.md §6):
 // flags whose defaults come from the environment, with the same names
 // everywhere.
 package config
@@ -13,7 +13,7 @@ import (
 	"github.com/payguard/payguard/gateway"
 )
 
-// Defaults of SPEC §6.
+// Defaults of docs/design.md §6.
 const (
 	DefaultTemporalAddress = "127.0.0.1:7233"
 	DefaultNamespace       = "default"

@@ -1,7 +1,7 @@
 // Package gateway is payguard's client for a payment gateway speaking the API
-// of SPEC §4 (pgsim serves it), with the callback signature scheme.
+// of docs/design.md §4 (pgsim serves it), with the callback signature scheme.
 //
-// Its errors carry the one distinction that matters for money (SPEC §1):
+// Its errors carry the one distinction that matters for money (docs/design.md §1):
 //
 //   - ErrUnreachable: the request provably never reached the gateway (no
 //     connection was ever made: dial refused, DNS, dial timeout, TLS

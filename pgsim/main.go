@@ -1,4 +1,4 @@
-// Command pgsim is the payment-gateway simulator (SPEC §4): the gateway API on
+// Command pgsim is the payment-gateway simulator (docs/design.md §4): the gateway API on
 // --addr, the admin API on --admin-addr. See the README for its flags.
 package main
 

@@ -1,5 +1,5 @@
 // Command starter is payguard's command line: place and cancel orders, read
-// their status, set stock, send a test callback, run a load (SPEC §7).
+// their status, set stock, send a test callback, run a load (docs/design.md §8).
 package main
 
 import (

@@ -1,4 +1,4 @@
-// Package status names the statuses of an order and of its payment (SPEC §7)
+// Package status names the statuses of an order and of its payment (docs/design.md §8)
 // and which of them are final. It is shared by the store, the workflow and
 // the CLI, so the words a user sees are the same everywhere.
 package status
@@ -40,7 +40,7 @@ const (
 	PaymentRefunded  Payment = "REFUNDED"
 )
 
-// Gateway transaction statuses (SPEC §4).
+// Gateway transaction statuses (docs/design.md §4).
 const (
 	TxPending   = "PENDING"
 	TxSuccess   = "SUCCESS"

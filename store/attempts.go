@@ -12,7 +12,7 @@ import (
 	"github.com/payguard/payguard/status"
 )
 
-// Attempt outcomes, the rows of the failure table (docs: SPEC §1).
+// Attempt outcomes, the rows of the failure table (docs/design.md §1).
 const (
 	OutcomeAccepted    = "ACCEPTED"
 	OutcomeUnreachable = "UNREACHABLE"
@@ -83,7 +83,7 @@ func unresolved(attempts []Attempt) []Attempt {
 	return open
 }
 
-// mayResend is the rule for sending a create (docs: SPEC §1). An ACCEPTED
+// mayResend is the rule for sending a create (docs/design.md §1). An ACCEPTED
 // or REJECTED answer stands for the order. Otherwise a create is sent only
 // when no earlier one may have reached the gateway — every one was
 // UNREACHABLE, or cleared by a grant — or when each that may have carries

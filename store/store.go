@@ -4,7 +4,7 @@
 //
 // Every operation is one transaction and idempotent per order: repeating it
 // (as a Temporal activity retry does) changes nothing the second time. The
-// invariants of SPEC §3 live in the schema (CHECK constraints, the transition
+// invariants of docs/design.md §3 live in the schema (CHECK constraints, the transition
 // tables, a partial unique index), so concurrent callers cannot break them;
 // the Go code only turns their refusals into typed errors.
 package store

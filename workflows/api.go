@@ -8,7 +8,7 @@ import (
 	"github.com/payguard/payguard/status"
 )
 
-// Names other processes rely on (SPEC §2).
+// Names other processes rely on (docs/design.md §2).
 const (
 	TaskQueue           = "payments"
 	PaymentWorkflowName = "PaymentWorkflow"
@@ -80,7 +80,7 @@ type RefundInput struct {
 	MarkPayment bool `json:"markPayment"`
 }
 
-// Tuning are the worker's settings that shape the workflow (SPEC §6). The
+// Tuning are the worker's settings that shape the workflow (docs/design.md §6). The
 // workflow reads them once through a side effect, so a worker restarted with
 // other flags still replays the histories it already has.
 type Tuning struct {

@@ -1,5 +1,5 @@
 // Package workflows holds PaymentWorkflow, the durable life of one order
-// (SPEC §2), and RefundWorkflow for charges that land too late.
+// (docs/design.md §2), and RefundWorkflow for charges that land too late.
 //
 // The state machine of an order:
 //

@@ -14,7 +14,7 @@ import (
 
 // Refund is RefundWorkflow: it cancels (refunds) one charge that arrived
 // after its order had already ended, retrying until the gateway agrees. A
-// SUCCESS is never silently dropped (SPEC §2.6).
+// SUCCESS is never silently dropped (docs/design.md §2, step 6).
 func (w *Workflows) Refund(ctx workflow.Context, in RefundInput) (activities.CancelResult, error) {
 	if in.OrderID == "" || in.TransactionKey == "" {
 		return activities.CancelResult{}, temporal.NewNonRetryableApplicationError("refund needs an order id and a transaction key",

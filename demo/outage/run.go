@@ -26,7 +26,7 @@ import (
 	"github.com/payguard/payguard/workflows"
 )
 
-// Ports of the local stack (SPEC §4–6 defaults).
+// Ports of the local stack (docs/design.md §4–6 defaults).
 const (
 	temporalAddr = "127.0.0.1:7233"
 	uiAddr       = "127.0.0.1:8233"

@@ -96,7 +96,7 @@ type CallbackFaults struct {
 	DuplicateRate float64  `json:"duplicateRate"`
 }
 
-// Faults is the whole fault configuration (SPEC §4).
+// Faults is the whole fault configuration (docs/design.md §4).
 type Faults struct {
 	Down       bool           `json:"down"`
 	Latency    Range          `json:"latency"`

@@ -15,7 +15,7 @@ import (
 )
 
 // Run is pgsim's main: it parses flags (defaults from the environment where
-// SPEC §6 names a variable), serves until ctx ends, then shuts down.
+// docs/design.md §6 names a variable), serves until ctx ends, then shuts down.
 func Run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	cfg, err := ParseFlags(args, getenv, stdout)
 	if errors.Is(err, flag.ErrHelp) {

@@ -1,5 +1,5 @@
 // Package simulator is pgsim: an in-memory payment gateway that speaks the
-// API of SPEC §4 and produces, on demand, every failure payguard must
+// API of docs/design.md §4 and produces, on demand, every failure payguard must
 // survive — refused connections, held answers, injected 5xx, lost,
 // delayed and duplicated callbacks. It runs standalone (go run ./pgsim) or
 // in-process in tests.

@@ -1,5 +1,5 @@
 // Package cli is the starter: the command line a user drives payguard with
-// (SPEC §7). Every command prints text, or JSON with --json, and fails with
+// (docs/design.md §8). Every command prints text, or JSON with --json, and fails with
 // one clear line.
 package cli
 

@@ -24,7 +24,7 @@ import (
 	"github.com/payguard/payguard/workflows"
 )
 
-// MaxCallbackBytes bounds a callback body (SPEC §4).
+// MaxCallbackBytes bounds a callback body (docs/design.md §4).
 const MaxCallbackBytes = 64 << 10
 
 // CallbackAnswer is the body of every answer of POST /callbacks/gateway.

@@ -12,7 +12,7 @@ import (
 	"github.com/payguard/payguard/workflows"
 )
 
-// Config is the worker's whole configuration (SPEC §6).
+// Config is the worker's whole configuration (docs/design.md §6).
 type Config struct {
 	config.Common
 	HTTPAddr        string

@@ -14,7 +14,7 @@ import (
 	"github.com/payguard/payguard/activities"
 )
 
-// Metrics are the worker's Prometheus metrics (SPEC §5).
+// Metrics are the worker's Prometheus metrics (docs/design.md §5).
 type Metrics struct {
 	Registry       *prometheus.Registry
 	breakerState   *prometheus.GaugeVec

@@ -1,7 +1,7 @@
 // Package service is the payguard worker process: it connects to Temporal,
 // PostgreSQL and the gateway, runs PaymentWorkflow and its activities on the
 // payments task queue, and serves the callback, health and metrics
-// endpoints (SPEC §5). worker/main.go only calls Run.
+// endpoints (docs/design.md §5). worker/main.go only calls Run.
 package service
 
 import (
