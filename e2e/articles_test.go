@@ -22,8 +22,10 @@ import (
 // gateway goes down and comes back; the breaker goes CLOSED → OPEN →
 // HALF_OPEN → CLOSED; no order fails to start, every order ends, none is
 // charged twice, and the stock adds up.
+//
+// Not parallel: its breaker timings need the test binary's share of the
+// machine to itself (other packages' binaries still run beside it).
 func TestArticle1OutageLifecycle(t *testing.T) {
-	t.Parallel()
 	f := testenv.QuietFaults()
 	f.Latency = simulator.Range{Min: simulator.Duration(20 * time.Millisecond), Max: simulator.Duration(80 * time.Millisecond)}
 	f.Create.ErrorRate = 0.2
@@ -32,17 +34,20 @@ func TestArticle1OutageLifecycle(t *testing.T) {
 	s := testenv.NewStack(t, f, func(c *service.Config) {
 		c.PollInitial, c.PollMax = 300*time.Millisecond, time.Second
 		c.UnknownGrace = time.Second
-		c.Breaker = activities.BreakerSettings{Window: 3 * time.Second, MinCalls: 5, FailureRate: 0.5, OpenFor: 2 * time.Second, HalfOpenCalls: 3}
+		c.Breaker = activities.BreakerSettings{Window: 3 * time.Second, MinCalls: 3, FailureRate: 0.5, OpenFor: 2 * time.Second, HalfOpenCalls: 3}
 	})
 	products := []string{"A1", "A2"}
 	for _, p := range products {
 		setStock(t, s, p, 1000)
 	}
 	scenario := outage.Scenario{
-		Load: cli.LoadConfig{Rate: 8, Duration: 12 * time.Second, Products: products, TaskQueue: s.TaskQueue,
+		// 6 orders/s and a 6 s outage: enough pending orders to trip the
+		// breaker, within what a worker under the race detector sustains while
+		// other test binaries share the machine's two cores.
+		Load: cli.LoadConfig{Rate: 6, Duration: 12 * time.Second, Products: products, TaskQueue: s.TaskQueue,
 			Order:       cli.OrderFlags{Qty: 1, Amount: 5000, User: "u", CardType: "KB", CardNo: "1234-5678-9012-3456", Deadline: 20 * time.Second},
-			WaitTimeout: 40 * time.Second},
-		DownAt: 3 * time.Second, UpAt: 7 * time.Second, AdminURL: s.Sim.AdminURL(), MetricsURL: s.MetricsURL(),
+			WaitTimeout: 90 * time.Second},
+		DownAt: 3 * time.Second, UpAt: 9 * time.Second, AdminURL: s.Sim.AdminURL(), MetricsURL: s.MetricsURL(),
 		Say: t.Logf,
 	}
 	sum, events, stats, err := scenario.Run(context.Background(), testenv.Temporal(t), nil)
@@ -60,7 +65,7 @@ func TestArticle1OutageLifecycle(t *testing.T) {
 	assert.Contains(t, m, `payguard_gateway_calls_total{endpoint="create",outcome="unreachable"}`, "creates refused during the outage")
 	assert.Regexp(t, `payguard_gateway_calls_total\{endpoint="lookup(-by-order)?",outcome="breaker_open"\}`, m, "lookups refused by the open breaker")
 
-	assert.Equal(t, 96, sum.Started+sum.FailedToStart)
+	assert.Equal(t, 72, sum.Started+sum.FailedToStart)
 	assert.Zero(t, sum.FailedToStart, "no order failed to start")
 	finals := 0
 	for st, n := range sum.Final {
@@ -83,6 +88,9 @@ func TestArticle1OutageLifecycle(t *testing.T) {
 	// The gateway's books agree: each CONFIRMED order has exactly one SUCCESS.
 	confirmed := 0
 	for _, o := range sum.Orders {
+		if o.FinalError != "" {
+			t.Logf("order %s: %s", o.OrderID, o.FinalError)
+		}
 		if o.Final == "CONFIRMED" {
 			confirmed++
 			assert.Equal(t, 1, stats.Orders[o.OrderID].Successful, o.OrderID)

@@ -68,6 +68,7 @@ type OrderSample struct {
 	FinalMillis   float64 `json:"finalMillis,omitempty"` // to the final status
 	Final         string  `json:"final"`
 	StartError    string  `json:"startError,omitempty"`
+	FinalError    string  `json:"finalError,omitempty"` // why the wait for the final status failed (Final ERROR)
 	BreakerAtFire string  `json:"breakerAtStart,omitempty"`
 }
 
@@ -259,6 +260,9 @@ launch:
 				final = "ERROR"
 			}
 			mu.Lock()
+			if final == "ERROR" {
+				s.Orders[idx].FinalError = err.Error()
+			}
 			s.Final[final]++
 			s.Orders[idx].Final = final
 			if final != "UNFINISHED" {
