@@ -64,9 +64,9 @@ func TestCleanBooksHaveNoViolations(t *testing.T) {
 // invariant that guards against it must report it.
 func TestEachViolationIsReported(t *testing.T) {
 	cases := []struct {
-		name  string
+		name   string
 		mutate func(*Books)
-		want  map[string]int
+		want   map[string]int
 	}{
 		{"second charge never refunded", func(b *Books) {
 			g := b.Gateway["o1"]
