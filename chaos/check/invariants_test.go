@@ -104,6 +104,15 @@ func TestEachViolationIsReported(t *testing.T) {
 		{"launched order never reached the database", func(b *Books) {
 			b.Launched = append(b.Launched, "o4")
 		}, map[string]int{"I4": 1}},
+		{"cancelled before the reservation was made", func(b *Books) {
+			b.Launched = append(b.Launched, "o4")
+			b.Workflows["o4"] = Workflow{Status: WorkflowCanceled, SearchStatus: "CANCELLED"}
+		}, map[string]int{}},
+		{"cancelled before the reservation, yet charged", func(b *Books) {
+			b.Launched = append(b.Launched, "o4")
+			b.Workflows["o4"] = Workflow{Status: WorkflowCanceled, SearchStatus: "CANCELLED"}
+			b.Gateway["o4"] = GatewayOrder{CreateRequests: 1, Transactions: []gateway.Transaction{{TransactionKey: "k4", Status: gateway.StatusSuccess}}}
+		}, map[string]int{"I1": 1, "I4": 1}},
 		{"refund still running", func(b *Books) {
 			b.StillRunning = []string{"refund-o3-k3"}
 		}, map[string]int{"I4": 1}},
@@ -137,6 +146,14 @@ func TestEachViolationIsReported(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestCancelledBeforeReserveIsListed(t *testing.T) {
+	b := cleanBooks()
+	b.Launched = append(b.Launched, "o4", "o5")
+	b.Workflows["o4"] = Workflow{Status: WorkflowCanceled, SearchStatus: "CANCELLED"}
+	assert.Equal(t, []string{"o4"}, CancelledBeforeReserve(b))
+	assert.Equal(t, 1, violationsByID(Run(b))["I4"], "o5 has no workflow and no record: still a violation")
 }
 
 func TestExamplesAreBounded(t *testing.T) {
