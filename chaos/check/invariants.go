@@ -3,6 +3,7 @@ package check
 import (
 	"fmt"
 	"maps"
+	"net/http"
 	"slices"
 	"strings"
 
@@ -235,6 +236,9 @@ func forgedRefused(b Books) Result {
 		}
 		r.Checked++
 		switch {
+		case f.Kind == KindUnknownOrder && f.Code == http.StatusServiceUnavailable:
+			// Correctly signed: only the database can say the order is
+			// unknown, and while it is unreachable "retry later" is right.
 		case f.Code < 400 || f.Code > 499:
 			r.fail("%s callback for order %s (key %s) answered HTTP %d", f.Kind, f.OrderID, f.TransactionKey, f.Code)
 		case keys[f.TransactionKey] != "":
@@ -243,6 +247,10 @@ func forgedRefused(b Books) Result {
 	}
 	return r
 }
+
+// KindUnknownOrder is a correctly signed callback for an order that does
+// not exist (the other kinds fail their checks before any lookup).
+const KindUnknownOrder = "unknown-order"
 
 // I7: a closed workflow's history replays against today's code, so the
 // run exercised only deterministic paths.

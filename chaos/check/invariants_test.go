@@ -127,6 +127,12 @@ func TestEachViolationIsReported(t *testing.T) {
 		{"forged callback accepted", func(b *Books) {
 			b.Forged[0].Code = 200
 		}, map[string]int{"I6": 1}},
+		{"signed callback for an unknown order while the database is down", func(b *Books) {
+			b.Forged = append(b.Forged, Forged{Kind: KindUnknownOrder, OrderID: "x", TransactionKey: "forged-2", Code: 503})
+		}, map[string]int{}},
+		{"forged signature answered 503", func(b *Books) {
+			b.Forged[0].Code = 503
+		}, map[string]int{"I6": 1}},
 		{"forged key recorded", func(b *Books) {
 			o := b.Orders["o2"]
 			o.TransactionKey = "forged-1"

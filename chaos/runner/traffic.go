@@ -24,7 +24,7 @@ const (
 	ForgedBadSignature = "bad-signature"
 	ForgedStale        = "stale"
 	ForgedMalformed    = "malformed"
-	ForgedUnknownOrder = "unknown-order"
+	ForgedUnknownOrder = check.KindUnknownOrder
 )
 
 // traffic is what an operator and an attacker add to the load: cancels of
