@@ -13,12 +13,13 @@ TEMPORAL      := $(BIN)/temporal
 STATICCHECK   := $(BIN)/staticcheck
 WORKFLOWCHECK := $(BIN)/workflowcheck
 
-.PHONY: help tools postgres check fmt-check vet staticcheck workflowcheck test ci build demo dev-server pgsim worker record-histories chromium
+.PHONY: help tools postgres check fmt-check vet staticcheck workflowcheck test ci build demo chaos chaos-ci dev-server pgsim worker record-histories chromium
 
 help:
 	@echo "make demo   - the outage demo on the real stack (see README)"
 	@echo "make ci     - formatting, vet, staticcheck, workflowcheck and all tests"
 	@echo "make build  - build pgsim, worker and starter into bin/"
+	@echo "make chaos  - seeded faults on the real stack, books checked (SEED=1 SEEDS=20 CHAOS_ARGS=...)"
 
 $(TEMPORAL):
 	@echo "Building the temporal CLI $(TEMPORAL_CLI_VERSION) (first time: 2-3 minutes)..."
@@ -61,14 +62,29 @@ check: fmt-check vet staticcheck workflowcheck
 test: $(TEMPORAL) postgres chromium
 	PAYGUARD_TEMPORAL_CLI=$(TEMPORAL) go test -race -count=1 -timeout 20m ./...
 
-ci: tools postgres check test
+ci: tools postgres check test chaos-ci
 
 build:
-	go build -o $(BIN)/ ./pgsim ./worker ./starter ./demo
+	go build -o $(BIN)/ ./pgsim ./worker ./starter ./demo ./chaos
 
 # The main job: the outage demo on a real local stack (DEMO_EXIT=1 to exit when done).
 demo: $(TEMPORAL) postgres build
 	$(BIN)/demo
+
+# Chaos: SEEDS runs from SEED on, each with its own stack; exit 1 if any
+# run found a violation (chaos-out/report.json, or chaos-out/seed-N/ for a soak).
+SEED  ?= 1
+SEEDS ?= 1
+CHAOS_ARGS ?=
+chaos: $(TEMPORAL) postgres build
+	@fail=0; for s in $$(seq $(SEED) $$(( $(SEED) + $(SEEDS) - 1 ))); do \
+		out=chaos-out; [ $(SEEDS) -gt 1 ] && out=chaos-out/seed-$$s; \
+		PAYGUARD_TEMPORAL_CLI=$(TEMPORAL) $(BIN)/chaos --seed $$s --bin $(BIN) --out $$out $(CHAOS_ARGS) || fail=1; \
+	done; exit $$fail
+
+# The short seeded run `make ci` includes (~2 minutes).
+chaos-ci:
+	$(MAKE) chaos SEED=1 SEEDS=1 CHAOS_ARGS="--duration 40s --rate 2 --order-deadline 20s --settle 2m"
 
 # Re-record workflows/testdata from real runs of each workflow path.
 record-histories: $(TEMPORAL) postgres

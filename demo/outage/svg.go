@@ -5,6 +5,8 @@ import (
 	"html"
 	"math"
 	"strings"
+
+	"github.com/payguard/payguard/starter/cli"
 )
 
 // stateColors follow the Grafana panel of the article.
@@ -26,12 +28,8 @@ func (r Report) SVG() string {
 	for _, o := range r.Orders {
 		span = math.Max(span, o.StartOffset*1.05)
 	}
-	x := func(sec float64) float64 { return left + (width-left-right)*sec/span }
-	minMs, maxMs := 10.0, 100_000.0
-	y := func(ms float64) float64 {
-		ms = math.Min(math.Max(ms, minMs), maxMs)
-		return plotTop + plotH - plotH*(math.Log10(ms)-math.Log10(minMs))/(math.Log10(maxMs)-math.Log10(minMs))
-	}
+	plot := OrderPlot{Left: left, Right: right, Width: width, Top: plotTop, Height: plotH, Span: span}
+	x := plot.X
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="12">`+"\n", width, height)
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="#ffffff"/>`+"\n")
@@ -72,35 +70,62 @@ func (r Report) SVG() string {
 		}
 	}
 
-	// Final-status latency per order.
-	fmt.Fprintf(&b, `<text transform="translate(16,%.0f) rotate(-90)" text-anchor="middle">time to final status</text>`+"\n", plotTop+plotH/2)
-	for _, ms := range []float64{10, 100, 1000, 10000, 100000} {
-		fmt.Fprintf(&b, `<line x1="%.0f" x2="%.0f" y1="%.1f" y2="%.1f" stroke="#dddddd"/>`+"\n", left, width-right, y(ms), y(ms))
-		fmt.Fprintf(&b, `<text x="%.0f" y="%.1f" text-anchor="end" font-size="10">%s</text>`+"\n", left-4, y(ms)+3, msLabel(ms))
-	}
-	for _, o := range r.Orders {
-		ms := o.FinalMillis
-		if ms == 0 {
-			ms = maxMs
-		}
-		fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s" fill-opacity="0.8"><title>%s %s %.0f ms</title></circle>`+"\n",
-			x(o.StartOffset), y(ms), colorOf(o.Final), html.EscapeString(o.OrderID), o.Final, o.FinalMillis)
-	}
-	for sec := 0.0; sec <= span; sec += tick(span) {
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.0f" text-anchor="middle" font-size="10">%.0fs</text>`+"\n", x(sec), plotTop+plotH+16, sec)
-	}
-	// Legend.
-	lx := left
-	for _, k := range []string{"CONFIRMED", "FAILED", "CANCELLED", "REJECTED", "UNFINISHED"} {
-		fmt.Fprintf(&b, `<circle cx="%.0f" cy="%.0f" r="4" fill="%s"/><text x="%.0f" y="%.0f">%s</text>`+"\n", lx, height-30, finalColors[k], lx+8, height-26, k)
-		lx += 110
-	}
+	plot.Draw(&b, r.Orders)
+	lx := FinalLegend(&b, left, height-30)
 	for _, k := range []string{"closed", "open", "half-open"} {
 		fmt.Fprintf(&b, `<rect x="%.0f" y="%.0f" width="10" height="10" fill="%s"/><text x="%.0f" y="%.0f">%s</text>`+"\n", lx, height-35, stateColors[k], lx+14, height-26, strings.ToUpper(k))
 		lx += 100
 	}
 	b.WriteString("</svg>\n")
 	return b.String()
+}
+
+// OrderPlot is the picture's lower panel: each order's time to its final
+// status (log scale) by when it was placed. The chaos run draws the same.
+type OrderPlot struct {
+	Left, Right, Width float64 // the picture's width and margins
+	Top, Height        float64 // the panel's place
+	Span               float64 // seconds the x axis covers
+}
+
+// X is the x coordinate of an offset in seconds.
+func (p OrderPlot) X(sec float64) float64 { return p.Left + (p.Width-p.Left-p.Right)*sec/p.Span }
+
+const plotMinMs, plotMaxMs = 10.0, 100_000.0
+
+func (p OrderPlot) y(ms float64) float64 {
+	ms = math.Min(math.Max(ms, plotMinMs), plotMaxMs)
+	return p.Top + p.Height - p.Height*(math.Log10(ms)-math.Log10(plotMinMs))/(math.Log10(plotMaxMs)-math.Log10(plotMinMs))
+}
+
+// Draw writes the panel: grid, one dot per order, the time axis.
+func (p OrderPlot) Draw(b *strings.Builder, orders []cli.OrderSample) {
+	fmt.Fprintf(b, `<text transform="translate(16,%.0f) rotate(-90)" text-anchor="middle">time to final status</text>`+"\n", p.Top+p.Height/2)
+	for _, ms := range []float64{10, 100, 1000, 10000, 100000} {
+		fmt.Fprintf(b, `<line x1="%.0f" x2="%.0f" y1="%.1f" y2="%.1f" stroke="#dddddd"/>`+"\n", p.Left, p.Width-p.Right, p.y(ms), p.y(ms))
+		fmt.Fprintf(b, `<text x="%.0f" y="%.1f" text-anchor="end" font-size="10">%s</text>`+"\n", p.Left-4, p.y(ms)+3, msLabel(ms))
+	}
+	for _, o := range orders {
+		ms := o.FinalMillis
+		if ms == 0 {
+			ms = plotMaxMs
+		}
+		fmt.Fprintf(b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s" fill-opacity="0.8"><title>%s %s %.0f ms</title></circle>`+"\n",
+			p.X(o.StartOffset), p.y(ms), colorOf(o.Final), html.EscapeString(o.OrderID), o.Final, o.FinalMillis)
+	}
+	for sec := 0.0; sec <= p.Span; sec += tick(p.Span) {
+		fmt.Fprintf(b, `<text x="%.1f" y="%.0f" text-anchor="middle" font-size="10">%.0fs</text>`+"\n", p.X(sec), p.Top+p.Height+16, sec)
+	}
+}
+
+// FinalLegend writes the final statuses' colours at (x, y) and returns
+// where the next legend entry goes.
+func FinalLegend(b *strings.Builder, x, y float64) float64 {
+	for _, k := range []string{"CONFIRMED", "FAILED", "CANCELLED", "REJECTED", "UNFINISHED"} {
+		fmt.Fprintf(b, `<circle cx="%.0f" cy="%.0f" r="4" fill="%s"/><text x="%.0f" y="%.0f">%s</text>`+"\n", x, y, finalColors[k], x+8, y+4, k)
+		x += 110
+	}
+	return x
 }
 
 func colorOf(final string) string {

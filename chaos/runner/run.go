@@ -1,0 +1,261 @@
+// Package runner is `go run ./chaos`: it starts the stack, runs orders
+// through a seeded schedule of faults, heals, waits for every order to
+// end, and hands the three books to the checker.
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/payguard/payguard/chaos/check"
+	"github.com/payguard/payguard/chaos/stack"
+	"github.com/payguard/payguard/config"
+	"github.com/payguard/payguard/internal/testenv"
+	"github.com/payguard/payguard/starter/cli"
+)
+
+// ErrViolations is returned when any invariant was violated (exit 1).
+var ErrViolations = errors.New("invariants violated")
+
+// Options of one chaos run.
+type Options struct {
+	Seed          uint64
+	Duration      time.Duration
+	Rate          float64
+	OrderDeadline time.Duration
+	Settle        time.Duration
+	Out           string
+	Bin           string
+	KeepDB        bool
+}
+
+func parse(args []string, stdout io.Writer) (Options, error) {
+	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	var o Options
+	fs.Uint64Var(&o.Seed, "seed", 1, "the schedule's seed: the same seed replays the same faults at the same offsets")
+	fs.DurationVar(&o.Duration, "duration", time.Minute, "how long orders are placed and faults injected")
+	fs.Float64Var(&o.Rate, "rate", 2, "orders per second")
+	fs.DurationVar(&o.OrderDeadline, "order-deadline", 30*time.Second, "each order's deadline (an order whose outcome stays unknown ends then)")
+	fs.DurationVar(&o.Settle, "settle", 3*time.Minute, "after healing, how long every order may take to reach a final status")
+	fs.StringVar(&o.Out, "out", "chaos-out", "where the logs, report.json and timeline.svg go")
+	fs.StringVar(&o.Bin, "bin", "bin", "where the pgsim and worker binaries are (make build)")
+	fs.BoolVar(&o.KeepDB, "keep-db", false, "keep the run's database even when the run is clean")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	switch {
+	case o.Duration < 10*time.Second:
+		return o, fmt.Errorf("--duration must be at least 10s, got %s", o.Duration)
+	case o.Rate <= 0 || o.Rate > 50 || math.IsNaN(o.Rate):
+		return o, fmt.Errorf("--rate must be within (0, 50], got %v", o.Rate)
+	case o.OrderDeadline <= 0 || o.Settle <= 0:
+		return o, errors.New("--order-deadline and --settle must be positive")
+	}
+	return o, nil
+}
+
+// Products the orders buy, in turn.
+var products = []string{"P1", "P2", "P3"}
+
+// Run is the chaos command's main.
+func Run(ctx context.Context, args []string, stdout io.Writer) error {
+	o, err := parse(args, stdout)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	say := func(format string, a ...any) { fmt.Fprintf(stdout, "chaos: "+format+"\n", a...) }
+	if err := os.MkdirAll(o.Out, 0o755); err != nil {
+		return err
+	}
+	temporalCLI, err := testenv.TemporalCLI()
+	if err != nil {
+		return err
+	}
+	const secret = "chaos-secret"
+	say("seed %d: starting PostgreSQL database, Temporal dev server, pgsim and 2 workers behind fault proxies...", o.Seed)
+	st, err := stack.Start(ctx, stack.Options{
+		Bin: o.Bin, TemporalCLI: temporalCLI, Out: o.Out, AdminDBURL: testenv.AdminDatabaseURL(), Secret: secret, Workers: 2,
+		DatabaseName: fmt.Sprintf("payguard_chaos_%d_%d", o.Seed, time.Now().Unix()),
+		// A calm gateway: faults come from the schedule, not the baseline.
+		PgsimArgs: []string{"--seed", fmt.Sprint(o.Seed), "--latency-min", "10ms", "--latency-max", "80ms",
+			"--create-error-rate", "0.05", "--processing-min", "300ms", "--processing-max", "2s", "--success-rate", "0.75"},
+		// Short timeouts and polls so a run of minutes sees many order lives.
+		WorkerArgs: []string{"--connect-timeout", "500ms", "--read-timeout", "2s", "--unknown-grace", "3s",
+			"--poll-initial", "1s", "--poll-max", "3s", "--shutdown-timeout", "3s",
+			"--breaker-window", "10s", "--breaker-open", "3s"},
+	})
+	if err != nil {
+		return err
+	}
+	clean := false
+	defer func() {
+		st.Stop(clean && !o.KeepDB)
+		if !clean || o.KeepDB {
+			say("database kept for diagnosis: %s", st.DBURL)
+		}
+	}()
+	db, err := st.OpenStore(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	for _, p := range products {
+		if _, err := db.SetStock(ctx, p, 1_000_000); err != nil {
+			return err
+		}
+	}
+	base, err := getFaults(ctx, st.Pgsim.AdminURL)
+	if err != nil {
+		return err
+	}
+	plan := Plan(o.Seed, o.Duration, st.Links.Names(), len(st.Workers))
+	say("stack up; %d faults planned over %s at %.1f orders/s", len(plan), o.Duration, o.Rate)
+
+	began := time.Now()
+	load := cli.LoadConfig{Rate: o.Rate, Duration: o.Duration, Products: products, TaskQueue: config.DefaultTaskQueue,
+		IDPrefix: fmt.Sprintf("chaos-%d", o.Seed), BeganAt: began, WaitTimeout: o.OrderDeadline + o.Settle,
+		Order: cli.OrderFlags{Qty: 1, Amount: 5000, User: "chaos-user", CardType: "SAMSUNG", CardNo: "1234-5678-9814-1451", Deadline: o.OrderDeadline}}
+	if err := load.Validate(); err != nil {
+		return err
+	}
+	total := int(math.Ceil(o.Rate * o.Duration.Seconds()))
+	loadDone := make(chan cli.LoadSummary, 1)
+	go func() { loadDone <- cli.RunLoad(ctx, st.Client, load, stdout) }()
+
+	tr := &traffic{st: st, cl: st.Client, secret: []byte(secret), rng: rand.New(rand.NewPCG(o.Seed, 2)),
+		orderID: func(i int) string { return fmt.Sprintf("%s-%05d", load.IDPrefix, i+1) },
+		placed:  func() int { return min(total, int(time.Since(began).Seconds()*o.Rate)) }}
+	trafficCtx, stopTraffic := context.WithTimeout(ctx, o.Duration)
+	trafficDone := make(chan struct{})
+	go func() { defer close(trafficDone); tr.run(trafficCtx, 2*time.Second) }()
+
+	in := &injector{st: st, base: base, rng: rand.New(rand.NewPCG(o.Seed, 1)), log: say}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for i := range plan {
+		wg.Go(func() {
+			f := plan[i]
+			if !sleepUntil(ctx, began.Add(seconds(f.At))) {
+				return
+			}
+			say("T+%5.1fs %s %s %s (for %.1fs)", time.Since(began).Seconds(), f.ID, f.Kind, f.Target, f.For)
+			heal, err := in.apply(ctx, f)
+			mu.Lock()
+			plan[i].Applied, plan[i].Error = err == nil, errString(err)
+			mu.Unlock()
+			if err != nil {
+				say("%s %s: %v", f.ID, f.Kind, err)
+				return
+			}
+			if heal != nil {
+				sleepUntil(ctx, began.Add(seconds(f.At+f.For)))
+				heal()
+			}
+		})
+	}
+	<-trafficDone
+	stopTraffic()
+	wg.Wait()
+	say("T+%5.1fs every fault healed; waiting (at most %s) for every order to end", time.Since(began).Seconds(), load.WaitTimeout)
+	if err := in.healAll(ctx); err != nil {
+		return fmt.Errorf("heal: %w", err)
+	}
+	sum := <-loadDone
+	ok := waitSettled(ctx, db, st.Client, st.Pgsim, o.Settle, say)
+	books, err := collect(ctx, st, sum, tr)
+	if err != nil {
+		return err
+	}
+	rep := buildReport(o, plan, sum, books, tr, ok, time.Since(began))
+	fmt.Fprint(stdout, rep.Text())
+	raw, _ := json.MarshalIndent(rep, "", "  ")
+	jsonPath, svgPath := filepath.Join(o.Out, "report.json"), filepath.Join(o.Out, "timeline.svg")
+	if err := os.WriteFile(jsonPath, raw, 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(svgPath, []byte(rep.SVG()), 0o644); err != nil {
+		return err
+	}
+	say("report %s, timeline %s, logs %s/{temporal,pgsim,worker1,worker2}.log", jsonPath, svgPath, o.Out)
+	if rep.Violations > 0 {
+		say("%d violations; replay this run with: %s", rep.Violations, rep.Replay)
+		return ErrViolations
+	}
+	clean = true
+	return nil
+}
+
+// collect reads the three books once the run has settled.
+func collect(ctx context.Context, st *stack.Stack, sum cli.LoadSummary, tr *traffic) (check.Books, error) {
+	var b check.Books
+	s, err := st.OpenStore(ctx)
+	if err != nil {
+		return b, err
+	}
+	defer s.Close()
+	if b.Orders, b.Products, err = readDatabase(ctx, s); err != nil {
+		return b, fmt.Errorf("database book: %w", err)
+	}
+	if b.Gateway, err = readGateway(ctx, st.Pgsim); err != nil {
+		return b, fmt.Errorf("gateway book: %w", err)
+	}
+	for _, o := range sum.Orders {
+		if o.StartError == "" {
+			b.Launched = append(b.Launched, o.OrderID)
+		}
+	}
+	ids := slices.Clone(b.Launched)
+	for id := range b.Orders {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	if b.Workflows, b.StillRunning, err = readTemporal(ctx, st.Client, slices.Compact(ids)); err != nil {
+		return b, fmt.Errorf("temporal book: %w", err)
+	}
+	if b.Replays, err = replayAll(ctx, st.Client); err != nil {
+		return b, fmt.Errorf("replays: %w", err)
+	}
+	tr.mu.Lock()
+	b.Forged = slices.Clone(tr.forged)
+	tr.mu.Unlock()
+	return b, nil
+}
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// sleepUntil waits for a moment of the fault schedule; false if ctx ended.
+func sleepUntil(ctx context.Context, t time.Time) bool {
+	timer := time.NewTimer(time.Until(t))
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer.C:
+		return true
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
