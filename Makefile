@@ -13,11 +13,12 @@ TEMPORAL      := $(BIN)/temporal
 STATICCHECK   := $(BIN)/staticcheck
 WORKFLOWCHECK := $(BIN)/workflowcheck
 
-.PHONY: help tools postgres check fmt-check vet staticcheck workflowcheck test ci build demo chaos chaos-ci dev-server pgsim worker record-histories chromium
+.PHONY: help tools postgres check fmt-check vet staticcheck workflowcheck test test-short ci build demo chaos chaos-ci dev-server pgsim worker record-histories chromium
 
 help:
 	@echo "make demo   - the outage demo on the real stack (see README)"
 	@echo "make ci     - formatting, vet, staticcheck, workflowcheck and all tests"
+	@echo "make test-short - the tests that need no service (PostgreSQL, Temporal, Chromium), for the edit-test loop"
 	@echo "make build  - build pgsim, worker and starter into bin/"
 	@echo "make chaos  - seeded faults on the real stack, books checked (SEED=1 SEEDS=20 CHAOS_ARGS=...)"
 
@@ -65,6 +66,11 @@ check: fmt-check vet staticcheck workflowcheck
 test: $(TEMPORAL) postgres chromium
 	PAYGUARD_TEMPORAL_CLI=$(TEMPORAL) go test -race -count=1 -timeout 20m $$(go list ./... | grep -v '/e2e$$')
 	PAYGUARD_TEMPORAL_CLI=$(TEMPORAL) go test -race -count=1 -timeout 20m ./e2e/
+
+# The edit-test loop: workflow unit tests, the gateway client, pgsim, config,
+# everything that needs no service (PostgreSQL, Temporal, Chromium), in about a minute.
+test-short:
+	go test -short -count=1 ./...
 
 ci: tools postgres check test chaos-ci
 

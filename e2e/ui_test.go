@@ -33,6 +33,7 @@ func artifactDir(t *testing.T) string {
 }
 
 func chromium(t *testing.T) string {
+	testenv.NeedsServices(t, "Chromium")
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
 		if p, err := exec.LookPath(name); err == nil {
 			return p

@@ -31,6 +31,7 @@ func AdminDatabaseURL() string {
 // ends, and returns its URL.
 func NewDatabase(t testing.TB) string {
 	t.Helper()
+	NeedsServices(t, "PostgreSQL")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	admin, err := pgx.Connect(ctx, AdminDatabaseURL())

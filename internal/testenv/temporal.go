@@ -72,6 +72,7 @@ func ModuleRoot() (string, error) {
 // BuildBinary builds one of payguard's commands (e.g. "./worker") into a
 // temporary directory and returns its path.
 func BuildBinary(t testing.TB, pkg string) string {
+	NeedsServices(t, "a build of "+pkg)
 	t.Helper()
 	root, err := ModuleRoot()
 	if err != nil {
@@ -102,6 +103,7 @@ func FreeAddr(t testing.TB) string {
 // StopTemporal (call it from TestMain).
 func Temporal(t testing.TB) client.Client {
 	t.Helper()
+	NeedsServices(t, "the Temporal dev server")
 	devOnce.Do(func() {
 		path, err := TemporalCLI()
 		if err != nil {
@@ -158,4 +160,12 @@ func StopTemporal() {
 	if devServer != nil {
 		_ = devServer.Stop()
 	}
+}
+
+// Main is the TestMain of every package that uses the dev server: it runs
+// the tests, then stops the server this binary started.
+func Main(m *testing.M) {
+	code := m.Run()
+	StopTemporal()
+	os.Exit(code)
 }
