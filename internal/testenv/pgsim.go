@@ -38,7 +38,8 @@ func Pgsim(t testing.TB, faults simulator.Faults) *simulator.Server {
 	return s
 }
 
-// Admin sends an admin call and decodes the answer into out (when not nil).
+// Admin sends an admin call and decodes the answer's data (the envelope's
+// data; its meta when the call failed) into out, when not nil.
 func Admin(t testing.TB, s *simulator.Server, method, path string, body any, out any) int {
 	t.Helper()
 	var r io.Reader
@@ -59,8 +60,19 @@ func Admin(t testing.TB, s *simulator.Server, method, path string, body any, out
 	}
 	defer resp.Body.Close()
 	if out != nil {
-		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		var env struct {
+			Meta json.RawMessage `json:"meta"`
+			Data json.RawMessage `json:"data"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&env); err != nil {
 			t.Fatalf("admin %s %s: decode: %v", method, path, err)
+		}
+		part := env.Data
+		if string(part) == "null" {
+			part = env.Meta
+		}
+		if err := json.Unmarshal(part, out); err != nil {
+			t.Fatalf("admin %s %s: decode %s: %v", method, path, part, err)
 		}
 	}
 	return resp.StatusCode
