@@ -27,10 +27,21 @@ func QuietFaults() simulator.Faults {
 // closed when the test ends.
 func Pgsim(t testing.TB, faults simulator.Faults) *simulator.Server {
 	t.Helper()
-	s := simulator.New(simulator.Config{
+	return PgsimWith(t, faults, nil)
+}
+
+// PgsimWith is Pgsim with its configuration adjusted by tune (when not nil),
+// e.g. unsigned callbacks.
+func PgsimWith(t testing.TB, faults simulator.Faults, tune func(*simulator.Config)) *simulator.Server {
+	t.Helper()
+	cfg := simulator.Config{
 		Addr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0", Seed: 42, Secret: []byte(Secret),
 		Idempotency: true, Faults: faults, Logger: Logger(t),
-	})
+	}
+	if tune != nil {
+		tune(&cfg)
+	}
+	s := simulator.New(cfg)
 	if err := s.Start(); err != nil {
 		t.Fatalf("start pgsim: %v", err)
 	}
