@@ -124,5 +124,5 @@ func TestTemporalUIShowsTheOrders(t *testing.T) {
 
 	story := page("order", ui+"/namespaces/default/workflows/"+workflows.PaymentWorkflowID("ui-ok-1")+"/"+runID+"/history",
 		"Order ui-ok-1: 2 × P1 for 5000", "gateway-callback", "Charge 5000 for order ui-ok")
-	assert.Contains(t, story, "Reserve 2 × P1 for order ui-ok (amount 5000)")
+	assert.Contains(t, story, "Reserve 2 × P1 for order ui-ok-1 (amount 5000)")
 }

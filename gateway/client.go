@@ -119,7 +119,7 @@ func (c *Client) CreatePayment(ctx context.Context, req CreateRequest, userID, i
 // Payment looks a transaction up by its key.
 func (c *Client) Payment(ctx context.Context, transactionKey string) (Transaction, error) {
 	var info TransactionInfo
-	_, err := c.do(ctx, "lookup", http.MethodGet, "/api/v1/payments/"+url.PathEscape(transactionKey), nil, nil, &info)
+	_, err := c.do(ctx, "lookup", http.MethodGet, "/api/v1/payments/"+url.PathEscape(transactionKey), c.user(), nil, &info)
 	return info.Transaction(), err
 }
 
@@ -130,7 +130,7 @@ func (c *Client) PaymentsByOrder(ctx context.Context, orderID string) (OrderTran
 		return OrderTransactions{}, &Error{Class: ErrInvalidRequest, Op: "lookup-by-order", Err: err}
 	}
 	var info OrderInfo
-	if _, err := c.do(ctx, "lookup-by-order", http.MethodGet, "/api/v1/payments?orderId="+url.QueryEscape(orderID), nil, nil, &info); err != nil {
+	if _, err := c.do(ctx, "lookup-by-order", http.MethodGet, "/api/v1/payments?orderId="+url.QueryEscape(orderID), c.user(), nil, &info); err != nil {
 		return OrderTransactions{}, err
 	}
 	return info.OrderTransactions(), nil
@@ -140,9 +140,13 @@ func (c *Client) PaymentsByOrder(ctx context.Context, orderID string) (OrderTran
 // twice answers the same.
 func (c *Client) Cancel(ctx context.Context, transactionKey string) (Transaction, error) {
 	var info TransactionInfo
-	_, err := c.do(ctx, "cancel", http.MethodPost, "/api/v1/payments/"+url.PathEscape(transactionKey)+"/cancel", nil, nil, &info)
+	_, err := c.do(ctx, "cancel", http.MethodPost, "/api/v1/payments/"+url.PathEscape(transactionKey)+"/cancel", c.user(), nil, &info)
 	return info.Transaction(), err
 }
+
+// user is the X-USER-ID header of calls that name no user: the simulator's
+// document requires the header on every endpoint, not only on create.
+func (c *Client) user() http.Header { return http.Header{"X-User-Id": {c.userID}} }
 
 // do sends one request and classifies its failure. Whether a connection was
 // ever obtained is what separates "never reached" from "outcome unknown":

@@ -17,8 +17,8 @@ const (
 	// LookupHintSignal carries a LookupHint: an unsigned callback, which the
 	// worker in --callback-auth lookup mode may not believe, only pass on.
 	LookupHintSignal = "gateway-lookup-hint"
-	StateQuery          = "state"
-	DefaultDeadline     = 10 * time.Minute
+	StateQuery       = "state"
+	DefaultDeadline  = 10 * time.Minute
 	// MaxDeadline bounds an order's life: polling at most every PollMax, a
 	// day of it stays far inside Temporal's history limits.
 	MaxDeadline = 24 * time.Hour

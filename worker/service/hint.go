@@ -40,7 +40,7 @@ func (h *callbackHandler) hint(w http.ResponseWriter, r *http.Request, body []by
 		// the operator and reconciliation, and the sender told to stop.
 		reason := fmt.Sprintf("order already %s; unsigned callback not acted on", order.Status)
 		if err := h.store.RecordEvent(ctx, store.Event{OrderID: order.OrderID, Kind: store.KindCallback,
-			Cause: "unsigned callback after the order settled: not verified, not acted on",
+			Cause:  "unsigned callback after the order settled: not verified, not acted on",
 			Detail: map[string]any{"transaction_key": cb.TransactionKey, "claimed_status": cb.Status, "order_status": string(order.Status)}}); err != nil {
 			h.refuse(w, http.StatusServiceUnavailable, "UNAVAILABLE", "database unavailable; retry later")
 			return
