@@ -227,3 +227,15 @@ func newRawSink(t *testing.T, fn func(*http.Request, map[string]any)) string {
 	t.Cleanup(srv.Close)
 	return srv.URL
 }
+
+func TestFlagsForTheSimulatorsBehaviour(t *testing.T) {
+	none := func(string) string { return "" }
+	cfg, err := simulator.ParseFlags(nil, none, io.Discard)
+	require.NoError(t, err)
+	assert.False(t, cfg.UnsignedCallbacks, "signed by default")
+	assert.Empty(t, cfg.CallbackURLPrefix, "any callback URL by default")
+	cfg, err = simulator.ParseFlags([]string{"--sign-callbacks=false", "--callback-url-prefix", "http://localhost:8080"}, none, io.Discard)
+	require.NoError(t, err)
+	assert.True(t, cfg.UnsignedCallbacks)
+	assert.Equal(t, "http://localhost:8080", cfg.CallbackURLPrefix)
+}
