@@ -161,7 +161,7 @@ func TestCallbackThatCannotBeDeliveredIsNotAcknowledged(t *testing.T) {
 // card (its callback is lost).
 func TestKeyedUnknownThenUnreachableIsStillLookedUp(t *testing.T) {
 	t.Parallel()
-	keyedUnknownThen(t, "key-1", map[string]any{"down": true})
+	keyedUnknownThen(t, "key-down", map[string]any{"down": true})
 }
 
 // The same with a 429 (rate limited, answered before the gateway looks at

@@ -259,10 +259,10 @@ func TestMetricsShowTheBreakerOpeningWhenTheGatewayIsDown(t *testing.T) {
 	s := testenv.NewStack(t, processing(time.Hour), func(c *service.Config) { c.PollInitial, c.PollMax = 200*time.Millisecond, 200*time.Millisecond })
 	setStock(t, s, 10)
 	for i := range 3 {
-		placeOrder(t, s, fmt.Sprintf("brk-%d", i), "--qty", "1")
+		placeOrder(t, s, fmt.Sprintf("brk-%04d", i), "--qty", "1")
 	}
 	for i := range 3 {
-		waitStatus(t, s, fmt.Sprintf("brk-%d", i), status.OrderPending)
+		waitStatus(t, s, fmt.Sprintf("brk-%04d", i), status.OrderPending)
 	}
 	assert.Contains(t, metrics(t, s), `payguard_breaker_state{breaker="gateway-lookup"} 0`)
 	testenv.PatchFaults(t, s.Sim, map[string]any{"down": true})
@@ -274,7 +274,7 @@ func TestMetricsShowTheBreakerOpeningWhenTheGatewayIsDown(t *testing.T) {
 	assert.Contains(t, m, `payguard_gateway_calls_total{endpoint="lookup",outcome="unreachable"}`)
 	assert.Contains(t, m, `temporal_`, "the SDK's own metrics are exported")
 	for i := range 3 {
-		o, err := s.Store.GetOrder(context.Background(), fmt.Sprintf("brk-%d", i))
+		o, err := s.Store.GetOrder(context.Background(), fmt.Sprintf("brk-%04d", i))
 		require.NoError(t, err)
 		assert.Equal(t, status.OrderPending, o.Status, "an open breaker fails no payment")
 	}
