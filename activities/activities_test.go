@@ -111,31 +111,31 @@ func heldCreates() simulator.Faults {
 
 func TestRequestAccepted(t *testing.T) {
 	r := newRig(t, quiet(), activities.DefaultBreakerSettings(), false)
-	r.reserve(t, "o1")
-	v, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("o1"))
+	r.reserve(t, "order-1")
+	v, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("order-1"))
 	require.NoError(t, err)
 	var res activities.RequestResult
 	require.NoError(t, v.Get(&res))
 	assert.NotEmpty(t, res.TransactionKey)
-	o := r.payment(t, "o1")
+	o := r.payment(t, "order-1")
 	assert.Equal(t, status.OrderPending, o.Status)
 	assert.Equal(t, status.PaymentPending, o.PaymentStatus)
 	assert.Equal(t, res.TransactionKey, o.TransactionKey)
-	assert.Equal(t, store.OutcomeAccepted, r.attempts(t, "o1")[0].Outcome)
-	assert.Equal(t, 1, r.sim.Stats().Orders["o1"].CreateRequests)
+	assert.Equal(t, store.OutcomeAccepted, r.attempts(t, "order-1")[0].Outcome)
+	assert.Equal(t, 1, r.sim.Stats().Orders["order-1"].CreateRequests)
 }
 
 func TestRequestWhenGatewayDownIsRetryableUnreachable(t *testing.T) {
 	f := quiet()
 	f.Down = true
 	r := newRig(t, f, activities.DefaultBreakerSettings(), false)
-	r.reserve(t, "o1")
-	_, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("o1"))
+	r.reserve(t, "order-1")
+	_, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("order-1"))
 	kind, retry := appError(t, err)
 	assert.Equal(t, activities.ErrGatewayUnreachable, kind)
 	assert.True(t, retry, "the gateway never saw it: safe to retry")
-	assert.Equal(t, store.OutcomeUnreachable, r.attempts(t, "o1")[0].Outcome)
-	assert.Equal(t, status.PaymentRequested, r.payment(t, "o1").PaymentStatus)
+	assert.Equal(t, store.OutcomeUnreachable, r.attempts(t, "order-1")[0].Outcome)
+	assert.Equal(t, status.PaymentRequested, r.payment(t, "order-1").PaymentStatus)
 	assert.Zero(t, r.sim.Stats().Requests["create"])
 	assert.Equal(t, 1, r.calls["create/unreachable"])
 }
@@ -143,13 +143,13 @@ func TestRequestWhenGatewayDownIsRetryableUnreachable(t *testing.T) {
 func TestRequestReadTimeoutIsUnknownAndNotRetryable(t *testing.T) {
 	f := heldCreates()
 	r := newRig(t, f, activities.DefaultBreakerSettings(), false)
-	r.reserve(t, "o1")
-	_, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("o1"))
+	r.reserve(t, "order-1")
+	_, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("order-1"))
 	kind, retry := appError(t, err)
 	assert.Equal(t, activities.ErrGatewayOutcomeUnknown, kind)
 	assert.False(t, retry, "the gateway may be charging: a retry could charge twice")
-	assert.Len(t, r.sim.Stats().Orders["o1"].Transactions, 1, "the gateway did take it")
-	o := r.payment(t, "o1")
+	assert.Len(t, r.sim.Stats().Orders["order-1"].Transactions, 1, "the gateway did take it")
+	o := r.payment(t, "order-1")
 	assert.Equal(t, status.PaymentUnknown, o.PaymentStatus)
 	assert.Equal(t, status.OrderPending, o.Status)
 }
@@ -158,8 +158,8 @@ func TestRequestServerErrorIsUnknownAndNotRetryable(t *testing.T) {
 	f := quiet()
 	f.Create.ErrorRate = 1
 	r := newRig(t, f, activities.DefaultBreakerSettings(), false)
-	r.reserve(t, "o1")
-	_, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("o1"))
+	r.reserve(t, "order-1")
+	_, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("order-1"))
 	kind, retry := appError(t, err)
 	assert.Equal(t, activities.ErrGatewayOutcomeUnknown, kind)
 	assert.False(t, retry)
@@ -168,14 +168,14 @@ func TestRequestServerErrorIsUnknownAndNotRetryable(t *testing.T) {
 
 func TestRequestRejectedIsFailedAndNotRetryable(t *testing.T) {
 	r := newRig(t, quiet(), activities.DefaultBreakerSettings(), false)
-	r.reserve(t, "o1")
-	in := request("o1")
+	r.reserve(t, "order-1")
+	in := request("order-1")
 	in.CardNo = "not-a-card"
 	_, err := r.env.ExecuteActivity(r.acts.RequestPayment, in)
 	kind, retry := appError(t, err)
 	assert.Equal(t, activities.ErrGatewayRejected, kind)
 	assert.False(t, retry)
-	o := r.payment(t, "o1")
+	o := r.payment(t, "order-1")
 	assert.Equal(t, status.PaymentFailed, o.PaymentStatus)
 	assert.Equal(t, "BAD_REQUEST", o.PaymentReason)
 }
@@ -183,49 +183,49 @@ func TestRequestRejectedIsFailedAndNotRetryable(t *testing.T) {
 func TestIdempotencyKeyModeRetriesTimeoutsSafely(t *testing.T) {
 	f := heldCreates()
 	r := newRig(t, f, activities.DefaultBreakerSettings(), true)
-	r.reserve(t, "o1")
-	_, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("o1"))
+	r.reserve(t, "order-1")
+	_, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("order-1"))
 	kind, retry := appError(t, err)
 	assert.Equal(t, activities.ErrGatewayUnknownKeyed, kind)
 	assert.True(t, retry, "the key makes the retry safe")
 
 	testenv.PatchFaults(t, r.sim, map[string]any{"create": map[string]any{"timeoutRate": 0}})
-	v, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("o1"))
+	v, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("order-1"))
 	require.NoError(t, err)
 	var res activities.RequestResult
 	require.NoError(t, v.Get(&res))
-	st := r.sim.Stats().Orders["o1"]
+	st := r.sim.Stats().Orders["order-1"]
 	assert.Equal(t, 2, st.CreateRequests)
 	assert.Equal(t, []string{res.TransactionKey}, st.Transactions, "the retry was answered from the gateway's idempotency store")
-	for _, a := range r.attempts(t, "o1") {
-		assert.Equal(t, activities.IdempotencyKey("o1"), a.IdempotencyKey)
+	for _, a := range r.attempts(t, "order-1") {
+		assert.Equal(t, activities.IdempotencyKey("order-1"), a.IdempotencyKey)
 	}
 }
 
 func TestCreateSentAndNeverAnsweredIsNotSentAgain(t *testing.T) {
 	r := newRig(t, quiet(), activities.DefaultBreakerSettings(), false)
-	r.reserve(t, "o1")
+	r.reserve(t, "order-1")
 	// A worker began attempt 1 and died before recording the answer.
-	_, err := r.store.BeginAttempt(context.Background(), store.AttemptRequest{OrderID: "o1"})
+	_, err := r.store.BeginAttempt(context.Background(), store.AttemptRequest{OrderID: "order-1"})
 	require.NoError(t, err)
-	_, err = r.env.ExecuteActivity(r.acts.RequestPayment, request("o1"))
+	_, err = r.env.ExecuteActivity(r.acts.RequestPayment, request("order-1"))
 	kind, retry := appError(t, err)
 	assert.Equal(t, activities.ErrGatewayOutcomeUnknown, kind)
 	assert.False(t, retry)
 	assert.Zero(t, r.sim.Stats().Requests["create"], "no second create went out")
-	assert.Equal(t, status.PaymentUnknown, r.payment(t, "o1").PaymentStatus)
+	assert.Equal(t, status.PaymentUnknown, r.payment(t, "order-1").PaymentStatus)
 }
 
 func TestLookupBreakerOpensFailsFastAndClosesThroughHalfOpen(t *testing.T) {
 	f := quiet()
 	r := newRig(t, f, activities.BreakerSettings{Window: 10 * time.Second, MinCalls: 5, FailureRate: 0.5,
 		OpenFor: 300 * time.Millisecond, HalfOpenCalls: 3}, false)
-	r.reserve(t, "o1")
-	v, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("o1"))
+	r.reserve(t, "order-1")
+	v, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("order-1"))
 	require.NoError(t, err)
 	var created activities.RequestResult
 	require.NoError(t, v.Get(&created))
-	lookup := activities.LookupInput{OrderID: "o1", TransactionKey: created.TransactionKey}
+	lookup := activities.LookupInput{OrderID: "order-1", TransactionKey: created.TransactionKey}
 
 	testenv.PatchFaults(t, r.sim, map[string]any{"lookup": map[string]any{"errorRate": 1, "errorStatus": 503}})
 	for range 5 {
@@ -245,7 +245,7 @@ func TestLookupBreakerOpensFailsFastAndClosesThroughHalfOpen(t *testing.T) {
 		assert.Equal(t, temporal.ApplicationErrorCategoryBenign, appErr.Category())
 	}
 	assert.Equal(t, before, r.sim.Stats().Requests["lookup"], "an open breaker does not touch the network")
-	assert.Equal(t, status.PaymentPending, r.payment(t, "o1").PaymentStatus, "lookup unavailable is not payment failed")
+	assert.Equal(t, status.PaymentPending, r.payment(t, "order-1").PaymentStatus, "lookup unavailable is not payment failed")
 
 	testenv.PatchFaults(t, r.sim, map[string]any{"lookup": map[string]any{"errorRate": 0}})
 	deadline := time.Now().Add(5 * time.Second)
@@ -268,7 +268,7 @@ func TestLookupBreakerOpensFailsFastAndClosesThroughHalfOpen(t *testing.T) {
 func TestLookupBreakerDoesNotCountRejections(t *testing.T) {
 	r := newRig(t, quiet(), activities.DefaultBreakerSettings(), false)
 	for range 10 {
-		v, err := r.env.ExecuteActivity(r.acts.LookupPayment, activities.LookupInput{OrderID: "o1", TransactionKey: "no-such-key"})
+		v, err := r.env.ExecuteActivity(r.acts.LookupPayment, activities.LookupInput{OrderID: "order-1", TransactionKey: "no-such-key"})
 		require.NoError(t, err, "a 404 is an answer: no such transaction")
 		var res activities.LookupResult
 		require.NoError(t, v.Get(&res))
@@ -281,62 +281,62 @@ func TestLookupBreakerDoesNotCountRejections(t *testing.T) {
 func TestLookupByOrderIDFindsTransactions(t *testing.T) {
 	f := heldCreates()
 	r := newRig(t, f, activities.DefaultBreakerSettings(), false)
-	r.reserve(t, "o1")
-	_, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("o1"))
+	r.reserve(t, "order-1")
+	_, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("order-1"))
 	require.Error(t, err)
-	v, err := r.env.ExecuteActivity(r.acts.LookupPayment, activities.LookupInput{OrderID: "o1"})
+	v, err := r.env.ExecuteActivity(r.acts.LookupPayment, activities.LookupInput{OrderID: "order-1"})
 	require.NoError(t, err)
 	var res activities.LookupResult
 	require.NoError(t, v.Get(&res))
 	require.Len(t, res.Transactions, 1)
-	assert.Equal(t, "o1", res.Transactions[0].OrderID)
+	assert.Equal(t, "order-1", res.Transactions[0].OrderID)
 }
 
 func TestCancelPaymentsRefundsSuccessAndFindsUnknownByOrder(t *testing.T) {
 	r := newRig(t, quiet(), activities.DefaultBreakerSettings(), false)
-	r.reserve(t, "o1")
-	v, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("o1"))
+	r.reserve(t, "order-1")
+	v, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("order-1"))
 	require.NoError(t, err)
 	var created activities.RequestResult
 	require.NoError(t, v.Get(&created))
 	testenv.Admin(t, r.sim, "POST", "/admin/transactions/"+created.TransactionKey+"/resolve", map[string]any{"status": "SUCCESS", "callback": false}, nil)
 
 	for range 2 { // idempotent
-		v, err = r.env.ExecuteActivity(r.acts.CancelPayments, activities.CancelInput{OrderID: "o1", SearchByOrder: true})
+		v, err = r.env.ExecuteActivity(r.acts.CancelPayments, activities.CancelInput{OrderID: "order-1", SearchByOrder: true})
 		require.NoError(t, err)
 	}
 	var res activities.CancelResult
 	require.NoError(t, v.Get(&res))
 	require.Len(t, res.Transactions, 1)
 	assert.Equal(t, gateway.StatusCancelled, res.Transactions[0].Status)
-	assert.Equal(t, 1, r.sim.Stats().Orders["o1"].Refunded)
+	assert.Equal(t, 1, r.sim.Stats().Orders["order-1"].Refunded)
 
 	testenv.PatchFaults(t, r.sim, map[string]any{"down": true})
-	_, err = r.env.ExecuteActivity(r.acts.CancelPayments, activities.CancelInput{OrderID: "o1", TransactionKeys: []string{created.TransactionKey}})
+	_, err = r.env.ExecuteActivity(r.acts.CancelPayments, activities.CancelInput{OrderID: "order-1", TransactionKeys: []string{created.TransactionKey}})
 	_, retry := appError(t, err)
 	assert.True(t, retry, "a cancel is retried until acknowledged")
 }
 
 func TestReserveSettleAndCancelOrderAreIdempotent(t *testing.T) {
 	r := newRig(t, quiet(), activities.DefaultBreakerSettings(), false)
-	r.reserve(t, "o1")
-	r.reserve(t, "o1")
-	_, err := r.env.ExecuteActivity(r.acts.Reserve, activities.ReserveInput{OrderID: "o2", ProductID: "P1", Quantity: 9, Amount: 1, UserID: "u1"})
+	r.reserve(t, "order-1")
+	r.reserve(t, "order-1")
+	_, err := r.env.ExecuteActivity(r.acts.Reserve, activities.ReserveInput{OrderID: "order-2", ProductID: "P1", Quantity: 9, Amount: 1, UserID: "u1"})
 	kind, retry := appError(t, err)
 	assert.Equal(t, activities.ErrOutOfStock, kind)
 	assert.False(t, retry)
-	_, err = r.env.ExecuteActivity(r.acts.Reserve, activities.ReserveInput{OrderID: "o3", ProductID: "nope", Quantity: 1, Amount: 1, UserID: "u1"})
+	_, err = r.env.ExecuteActivity(r.acts.Reserve, activities.ReserveInput{OrderID: "order-3", ProductID: "nope", Quantity: 1, Amount: 1, UserID: "u1"})
 	kind, _ = appError(t, err)
 	assert.Equal(t, activities.ErrUnknownProduct, kind)
 
 	for range 2 {
-		_, err = r.env.ExecuteActivity(r.acts.CancelOrder, activities.SettleInput{OrderID: "o1", Cause: "test"})
+		_, err = r.env.ExecuteActivity(r.acts.CancelOrder, activities.SettleInput{OrderID: "order-1", Cause: "test"})
 		require.NoError(t, err)
 	}
 	st, err := r.store.GetStock(context.Background(), "P1")
 	require.NoError(t, err)
 	assert.Equal(t, int64(5), st.Available)
-	_, err = r.env.ExecuteActivity(r.acts.Settle, activities.SettleInput{OrderID: "o1", Order: status.OrderConfirmed, Cause: "too late"})
+	_, err = r.env.ExecuteActivity(r.acts.Settle, activities.SettleInput{OrderID: "order-1", Order: status.OrderConfirmed, Cause: "too late"})
 	kind, retry = appError(t, err)
 	assert.Equal(t, activities.ErrIllegalTransition, kind)
 	assert.False(t, retry)

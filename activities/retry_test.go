@@ -24,45 +24,45 @@ import (
 
 func TestRetryAfterAnAcceptedAnswerReturnsItAndSendsNothing(t *testing.T) {
 	r := newRig(t, quiet(), activities.DefaultBreakerSettings(), false)
-	r.reserve(t, "o1")
-	v, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("o1"))
+	r.reserve(t, "order-1")
+	v, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("order-1"))
 	require.NoError(t, err)
 	var first activities.RequestResult
 	require.NoError(t, v.Get(&first))
 
-	v, err = r.env.ExecuteActivity(r.acts.RequestPayment, request("o1"))
+	v, err = r.env.ExecuteActivity(r.acts.RequestPayment, request("order-1"))
 	require.NoError(t, err, "the retry finds the recorded answer")
 	var again activities.RequestResult
 	require.NoError(t, v.Get(&again))
 	assert.Equal(t, first.TransactionKey, again.TransactionKey)
-	st := r.sim.Stats().Orders["o1"]
+	st := r.sim.Stats().Orders["order-1"]
 	assert.Equal(t, 1, st.CreateRequests, "no second create went out")
 	assert.Len(t, st.Transactions, 1)
-	assert.Len(t, r.attempts(t, "o1"), 1)
-	assert.Equal(t, status.PaymentPending, r.payment(t, "o1").PaymentStatus)
+	assert.Len(t, r.attempts(t, "order-1"), 1)
+	assert.Equal(t, status.PaymentPending, r.payment(t, "order-1").PaymentStatus)
 }
 
 func TestRetryAfterAnUnknownAnswerDoesNotSendAgain(t *testing.T) {
 	r := newRig(t, heldCreates(), activities.DefaultBreakerSettings(), false)
-	r.reserve(t, "o1")
-	_, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("o1"))
+	r.reserve(t, "order-1")
+	_, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("order-1"))
 	kind, _ := appError(t, err)
 	require.Equal(t, activities.ErrGatewayOutcomeUnknown, kind)
 
-	_, err = r.env.ExecuteActivity(r.acts.RequestPayment, request("o1"))
+	_, err = r.env.ExecuteActivity(r.acts.RequestPayment, request("order-1"))
 	kind, retry := appError(t, err)
 	assert.Equal(t, activities.ErrGatewayOutcomeUnknown, kind, "the retry reports the recorded answer")
 	assert.False(t, retry)
-	st := r.sim.Stats().Orders["o1"]
+	st := r.sim.Stats().Orders["order-1"]
 	assert.Equal(t, 1, st.CreateRequests, "no second create went out")
-	assert.Len(t, r.attempts(t, "o1"), 1)
-	assert.Equal(t, status.PaymentUnknown, r.payment(t, "o1").PaymentStatus)
+	assert.Len(t, r.attempts(t, "order-1"), 1)
+	assert.Equal(t, status.PaymentUnknown, r.payment(t, "order-1").PaymentStatus)
 }
 
 func TestRetryAfterARejectionReturnsItAndSendsNothing(t *testing.T) {
 	r := newRig(t, quiet(), activities.DefaultBreakerSettings(), false)
-	r.reserve(t, "o1")
-	in := request("o1")
+	r.reserve(t, "order-1")
+	in := request("order-1")
 	in.CardNo = "not-a-card"
 	for range 2 {
 		_, err := r.env.ExecuteActivity(r.acts.RequestPayment, in)
@@ -71,7 +71,7 @@ func TestRetryAfterARejectionReturnsItAndSendsNothing(t *testing.T) {
 		assert.False(t, retry)
 	}
 	assert.Equal(t, 1, r.sim.Stats().Requests["create"], "no second create went out")
-	assert.Len(t, r.attempts(t, "o1"), 1)
+	assert.Len(t, r.attempts(t, "order-1"), 1)
 }
 
 // A database blip between recording the gateway's answer and the order's
@@ -81,7 +81,7 @@ func TestRetryAfterARejectionReturnsItAndSendsNothing(t *testing.T) {
 // goes to the gateway.
 func TestDatabaseBlipAfterTheAnswerNeverSendsASecondCreate(t *testing.T) {
 	r := newRig(t, quiet(), activities.DefaultBreakerSettings(), false)
-	r.reserve(t, "o1")
+	r.reserve(t, "order-1")
 	ctx := context.Background()
 	// nextval is not transactional: the trigger fails exactly once, even
 	// when the transaction it fails is rolled back.
@@ -98,7 +98,7 @@ func TestDatabaseBlipAfterTheAnswerNeverSendsASecondCreate(t *testing.T) {
 	var res activities.RequestResult
 	for try := 1; ; try++ {
 		require.LessOrEqual(t, try, 3, "the activity settles within a few Temporal retries")
-		v, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("o1"))
+		v, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("order-1"))
 		if err == nil {
 			require.NoError(t, v.Get(&res))
 			break
@@ -107,7 +107,7 @@ func TestDatabaseBlipAfterTheAnswerNeverSendsASecondCreate(t *testing.T) {
 			break // a non-retryable answer (outcome unknown) is also an end
 		}
 	}
-	st := r.sim.Stats().Orders["o1"]
+	st := r.sim.Stats().Orders["order-1"]
 	assert.Equal(t, 1, st.CreateRequests, "one create, whatever failed after it")
 	assert.Len(t, st.Transactions, 1)
 	if res.TransactionKey != "" {
@@ -121,25 +121,25 @@ func TestKeyedCreateInProgressAnswer409IsUnknownNotFailed(t *testing.T) {
 	f := quiet()
 	f.Latency.Min, f.Latency.Max = simulator.Duration(2*time.Second), simulator.Duration(2*time.Second)
 	r := newRig(t, f, activities.DefaultBreakerSettings(), true)
-	r.reserve(t, "o1")
+	r.reserve(t, "order-1")
 	// Another worker's create of this order is still being worked on.
 	other, err := gateway.New(gateway.Config{BaseURL: r.sim.GatewayURL(), ReadTimeout: 10 * time.Second})
 	require.NoError(t, err)
 	defer other.Close()
-	in := request("o1")
+	in := request("order-1")
 	done := make(chan error, 1)
 	go func() {
 		_, err := other.CreatePayment(context.Background(), gateway.CreateRequest{OrderID: in.OrderID, Amount: in.Amount,
-			CardType: in.CardType, CardNo: in.CardNo, CallbackURL: "http://127.0.0.1:1/callbacks/gateway"}, in.UserID, activities.IdempotencyKey("o1"))
+			CardType: in.CardType, CardNo: in.CardNo, CallbackURL: "http://127.0.0.1:1/callbacks/gateway"}, in.UserID, activities.IdempotencyKey("order-1"))
 		done <- err
 	}()
-	testenv.Eventually(t, 5*time.Second, func() bool { return r.sim.Stats().Orders["o1"].CreateRequests == 1 }, "first create in flight")
+	testenv.Eventually(t, 5*time.Second, func() bool { return r.sim.Stats().Orders["order-1"].CreateRequests == 1 }, "first create in flight")
 
 	_, err = r.env.ExecuteActivity(r.acts.RequestPayment, in)
 	kind, retry := appError(t, err)
 	assert.Equal(t, activities.ErrGatewayUnknownKeyed, kind, "a 409 is not a refusal of the card")
 	assert.True(t, retry, "retried later, the gateway answers from its idempotency store")
-	o := r.payment(t, "o1")
+	o := r.payment(t, "order-1")
 	assert.Equal(t, status.PaymentUnknown, o.PaymentStatus)
 	assert.Equal(t, "HELD", o.Reservation)
 	require.NoError(t, <-done)
@@ -149,20 +149,20 @@ func TestKeyedCreateInProgressAnswer409IsUnknownNotFailed(t *testing.T) {
 // the stock stays held and the order is looked up.
 func TestKeyedCreateKeyReusedAnswer422IsUnknownNotFailed(t *testing.T) {
 	r := newRig(t, quiet(), activities.DefaultBreakerSettings(), true)
-	r.reserve(t, "o1")
+	r.reserve(t, "order-1")
 	other, err := gateway.New(gateway.Config{BaseURL: r.sim.GatewayURL()})
 	require.NoError(t, err)
 	defer other.Close()
 	// Someone sent another body under this order's key.
-	_, err = other.CreatePayment(context.Background(), gateway.CreateRequest{OrderID: "o1", Amount: 5000, CardType: "KB",
-		CardNo: "1111-2222-3333-4444", CallbackURL: "http://127.0.0.1:1/other"}, "u1", activities.IdempotencyKey("o1"))
+	_, err = other.CreatePayment(context.Background(), gateway.CreateRequest{OrderID: "order-1", Amount: 5000, CardType: "KB",
+		CardNo: "1111-2222-3333-4444", CallbackURL: "http://127.0.0.1:1/other"}, "u1", activities.IdempotencyKey("order-1"))
 	require.NoError(t, err)
 
-	_, err = r.env.ExecuteActivity(r.acts.RequestPayment, request("o1"))
+	_, err = r.env.ExecuteActivity(r.acts.RequestPayment, request("order-1"))
 	kind, retry := appError(t, err)
 	assert.Equal(t, activities.ErrGatewayOutcomeUnknown, kind)
 	assert.False(t, retry, "sending the same body again cannot change the gateway's mind")
-	o := r.payment(t, "o1")
+	o := r.payment(t, "order-1")
 	assert.Equal(t, status.PaymentUnknown, o.PaymentStatus)
 	assert.Equal(t, "HELD", o.Reservation)
 }
@@ -174,8 +174,8 @@ func TestKeyedCreateBodyIsTheSameFromEveryWorker(t *testing.T) {
 	f := heldCreates()
 	f.Create.TimeoutDelay = simulator.Duration(500 * time.Millisecond) // past the client's read timeout, then done
 	r := newRig(t, f, activities.DefaultBreakerSettings(), true)
-	r.reserve(t, "o1")
-	_, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("o1"))
+	r.reserve(t, "order-1")
+	_, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("order-1"))
 	kind, _ := appError(t, err)
 	require.Equal(t, activities.ErrGatewayUnknownKeyed, kind)
 	testenv.PatchFaults(t, r.sim, map[string]any{"create": map[string]any{"timeoutRate": 0}})
@@ -190,7 +190,7 @@ func TestKeyedCreateBodyIsTheSameFromEveryWorker(t *testing.T) {
 	// finished the first request and answers from its idempotency store.
 	var res activities.RequestResult
 	testenv.Eventually(t, 10*time.Second, func() bool {
-		v, err := r.env.ExecuteActivity(otherWorker.RequestPayment, request("o1"))
+		v, err := r.env.ExecuteActivity(otherWorker.RequestPayment, request("order-1"))
 		if err != nil {
 			kind, retry := appError(t, err)
 			require.True(t, retry && kind == activities.ErrGatewayUnknownKeyed, "got %s: %v", kind, err)
@@ -199,23 +199,23 @@ func TestKeyedCreateBodyIsTheSameFromEveryWorker(t *testing.T) {
 		require.NoError(t, v.Get(&res))
 		return true
 	}, "the retry is answered")
-	st := r.sim.Stats().Orders["o1"]
+	st := r.sim.Stats().Orders["order-1"]
 	assert.Equal(t, []string{res.TransactionKey}, st.Transactions, "answered from the gateway's idempotency store")
-	assert.Equal(t, status.PaymentPending, r.payment(t, "o1").PaymentStatus)
+	assert.Equal(t, status.PaymentPending, r.payment(t, "order-1").PaymentStatus)
 }
 
 // Compensation may find a charge on an order whose create was never
 // answered (payment still REQUESTED) and refund it.
 func TestCancelOrderRefundsAPaymentStillRequested(t *testing.T) {
 	r := newRig(t, heldCreates(), activities.DefaultBreakerSettings(), false)
-	r.reserve(t, "o1")
+	r.reserve(t, "order-1")
 	ctx := context.Background()
 	// The create is on the wire: payment REQUESTED.
-	require.NoError(t, r.store.Advance(ctx, store.Change{OrderID: "o1", Payment: status.PaymentRequested, Cause: "create #1 sent"}))
-	_, err := r.env.ExecuteActivity(r.acts.CancelOrder, activities.SettleInput{OrderID: "o1", Payment: status.PaymentRefunded,
+	require.NoError(t, r.store.Advance(ctx, store.Change{OrderID: "order-1", Payment: status.PaymentRequested, Cause: "create #1 sent"}))
+	_, err := r.env.ExecuteActivity(r.acts.CancelOrder, activities.SettleInput{OrderID: "order-1", Payment: status.PaymentRefunded,
 		Cause: "deadline passed; the charge found was refunded"})
 	require.NoError(t, err)
-	o := r.payment(t, "o1")
+	o := r.payment(t, "order-1")
 	assert.Equal(t, status.OrderCancelled, o.Status)
 	assert.Equal(t, status.PaymentRefunded, o.PaymentStatus)
 	assert.Equal(t, "RELEASED", o.Reservation)

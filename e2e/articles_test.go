@@ -117,9 +117,9 @@ func TestArticle2HangingGatewayCostsTheReadTimeoutThenFailsFast(t *testing.T) {
 	})
 	setStock(t, s, "P1", 5)
 	start := time.Now()
-	placeOrder(t, s, "a2-1", "P1", 1)
-	waitOrder(t, s, "a2-1", status.OrderPending, 30*time.Second)
-	attempts, err := s.Store.Attempts(context.Background(), "a2-1")
+	placeOrder(t, s, "a2-0001", "P1", 1)
+	waitOrder(t, s, "a2-0001", status.OrderPending, 30*time.Second)
+	attempts, err := s.Store.Attempts(context.Background(), "a2-0001")
 	require.NoError(t, err)
 	require.Len(t, attempts, 1)
 	require.NotNil(t, attempts[0].AnsweredAt)
@@ -139,10 +139,10 @@ func TestArticle2HangingGatewayCostsTheReadTimeoutThenFailsFast(t *testing.T) {
 	require.NoError(t, err)
 	t.Logf("lookup latency: hanging gateway mean %.1f ms (%d), open breaker mean %.3f ms (%d) (article: 31 s vs 13 ms)",
 		l["unknown"].MeanMs, l["unknown"].Count, l["breaker_open"].MeanMs, l["breaker_open"].Count)
-	o, err := s.Store.GetOrder(context.Background(), "a2-1")
+	o, err := s.Store.GetOrder(context.Background(), "a2-0001")
 	require.NoError(t, err)
 	assert.Equal(t, status.OrderPending, o.Status, "still waiting: lookup unavailable is not payment failed")
-	assert.Equal(t, 1, s.Sim.Stats().Orders["a2-1"].CreateRequests, "no blind re-send")
+	assert.Equal(t, 1, s.Sim.Stats().Orders["a2-0001"].CreateRequests, "no blind re-send")
 }
 
 // A read timeout on create where the gateway did charge: the transaction is
@@ -155,13 +155,13 @@ func TestReadTimeoutButChargedIsFoundByOrderID(t *testing.T) {
 	f.Callback.DropRate = 1 // so the answer must come from the lookup by order id
 	s := testenv.NewStack(t, f, nil)
 	setStock(t, s, "P1", 5)
-	placeOrder(t, s, "rt-1", "P1", 2)
-	o := waitOrder(t, s, "rt-1", status.OrderConfirmed, 30*time.Second)
-	st := s.Sim.Stats().Orders["rt-1"]
+	placeOrder(t, s, "rt-0001", "P1", 2)
+	o := waitOrder(t, s, "rt-0001", status.OrderConfirmed, 30*time.Second)
+	st := s.Sim.Stats().Orders["rt-0001"]
 	assert.Equal(t, 1, st.CreateRequests)
 	require.Len(t, st.Transactions, 1, "exactly one transaction")
 	assert.Equal(t, st.Transactions[0], o.TransactionKey)
-	events, err := s.Store.Events(context.Background(), "rt-1")
+	events, err := s.Store.Events(context.Background(), "rt-0001")
 	require.NoError(t, err)
 	var found bool
 	for _, e := range events {
@@ -177,14 +177,14 @@ func TestDeadlineCancelsAtTheGatewayAndReleases(t *testing.T) {
 	t.Parallel()
 	s := testenv.NewStack(t, quietSlow(), nil)
 	setStock(t, s, "P1", 5)
-	placeOrder(t, s, "dl-1", "P1", 2, "--deadline", "3s")
-	waitOrder(t, s, "dl-1", status.OrderPending, 30*time.Second)
+	placeOrder(t, s, "dl-0001", "P1", 2, "--deadline", "3s")
+	waitOrder(t, s, "dl-0001", status.OrderPending, 30*time.Second)
 	assert.Equal(t, int64(3), stockOf(t, s, "P1").Available)
-	o := waitOrder(t, s, "dl-1", status.OrderCancelled, 30*time.Second)
+	o := waitOrder(t, s, "dl-0001", status.OrderCancelled, 30*time.Second)
 	assert.Equal(t, status.PaymentCancelled, o.PaymentStatus)
 	assert.Equal(t, store.ReservationReleased, o.Reservation)
 	assert.Equal(t, store.Stock{ProductID: "P1", Total: 5, Available: 5}, stockOf(t, s, "P1"))
-	st := s.Sim.Stats().Orders["dl-1"]
+	st := s.Sim.Stats().Orders["dl-0001"]
 	assert.Equal(t, 1, st.Cancelled, "cancelled at the gateway")
 	assert.Zero(t, st.Successful)
 }

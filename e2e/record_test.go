@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -137,6 +138,16 @@ func TestRecordReplayHistories(t *testing.T) {
 			_, err = s.Starter(ctx, "cancel", id, "--wait=false")
 			require.NoError(t, err)
 		}, status.OrderCancelled},
+		// An unsigned callback's hint (the worker's --callback-auth lookup
+		// sends this signal): the charge succeeded without a callback, and
+		// the hint's lookup, not the next poll, confirms it.
+		{"lookup_hint", func(id string) {
+			placeOrder(t, s, id, "P1", 1)
+			waitOrder(t, s, id, status.OrderPending, 30*time.Second)
+			resolve(id, "SUCCESS", false)
+			require.NoError(t, testenv.Temporal(t).SignalWorkflow(ctx, workflows.PaymentWorkflowID(id), "", workflows.LookupHintSignal,
+				workflows.LookupHint{TransactionKey: keyOf(id), Status: "SUCCESS"}))
+		}, status.OrderConfirmed},
 		// Started directly, as the starter refuses such an id itself; the
 		// workflow fails before Reserve, so there is no order row to wait for.
 		{"invalid_id_refused", func(id string) {
@@ -151,7 +162,13 @@ func TestRecordReplayHistories(t *testing.T) {
 	require.NoError(t, err)
 	cliPath, err := testenv.TemporalCLI()
 	require.NoError(t, err)
+	// PAYGUARD_RECORD_ONLY=a,b records only those paths, leaving the other
+	// histories as they were recorded.
+	only := os.Getenv("PAYGUARD_RECORD_ONLY")
 	for _, p := range paths {
+		if only != "" && !slices.Contains(strings.Split(only, ","), p.name) {
+			continue
+		}
 		id := "replay-" + p.name
 		p.run(id)
 		if p.want != "" {

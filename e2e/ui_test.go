@@ -55,15 +55,15 @@ func TestTemporalUIShowsTheOrders(t *testing.T) {
 		o := waitOrder(t, s, orderID, status.OrderPending, 30*time.Second)
 		testenv.Admin(t, s.Sim, "POST", "/admin/transactions/"+o.TransactionKey+"/resolve", map[string]any{"status": st, "callback": true}, nil)
 	}
-	placeOrder(t, s, "ui-ok", "P1", 2)
+	placeOrder(t, s, "ui-ok-1", "P1", 2)
 	placeOrder(t, s, "ui-failed", "P1", 1)
 	placeOrder(t, s, "ui-late", "P1", 1, "--deadline", "2s")
-	resolve("ui-ok", "SUCCESS")
+	resolve("ui-ok-1", "SUCCESS")
 	resolve("ui-failed", "FAILED")
-	waitOrder(t, s, "ui-ok", status.OrderConfirmed, 30*time.Second)
+	waitOrder(t, s, "ui-ok-1", status.OrderConfirmed, 30*time.Second)
 	waitOrder(t, s, "ui-failed", status.OrderFailed, 30*time.Second)
 	waitOrder(t, s, "ui-late", status.OrderCancelled, 30*time.Second)
-	run, err := testenv.Temporal(t).DescribeWorkflow(ctx, workflows.PaymentWorkflowID("ui-ok"), "")
+	run, err := testenv.Temporal(t).DescribeWorkflow(ctx, workflows.PaymentWorkflowID("ui-ok-1"), "")
 	require.NoError(t, err)
 	runID := run.RawResponse.GetWorkflowExecutionInfo().GetExecution().GetRunId()
 
@@ -123,7 +123,7 @@ func TestTemporalUIShowsTheOrders(t *testing.T) {
 	cancelled := page("filter-cancelled", ui+"/namespaces/default/workflows?query="+url.QueryEscape(`OrderStatus="CANCELLED"`), "order-ui-late")
 	assert.NotContains(t, cancelled, "order-ui-ok")
 
-	story := page("order", ui+"/namespaces/default/workflows/"+workflows.PaymentWorkflowID("ui-ok")+"/"+runID+"/history",
-		"Order ui-ok: 2 × P1 for 5000", "gateway-callback", "Charge 5000 for order ui-ok")
-	assert.Contains(t, story, "Reserve 2 × P1 for order ui-ok (amount 5000)")
+	story := page("order", ui+"/namespaces/default/workflows/"+workflows.PaymentWorkflowID("ui-ok-1")+"/"+runID+"/history",
+		"Order ui-ok-1: 2 × P1 for 5000", "gateway-callback", "Charge 5000 for order ui-ok")
+	assert.Contains(t, story, "Reserve 2 × P1 for order ui-ok-1 (amount 5000)")
 }

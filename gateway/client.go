@@ -107,40 +107,46 @@ func (c *Client) CreatePayment(ctx context.Context, req CreateRequest, userID, i
 	if idempotencyKey != "" {
 		headers.Set("Idempotency-Key", idempotencyKey)
 	}
-	var created Created
-	resp, err := c.do(ctx, "create", http.MethodPost, "/api/v1/payments", headers, body, &created)
+	var data TransactionSummary
+	resp, err := c.do(ctx, "create", http.MethodPost, "/api/v1/payments", headers, body, &data)
 	if err != nil {
 		return Created{}, err
 	}
-	created.Replayed = resp.Header.Get("Idempotent-Replayed") == "true"
-	return created, nil
+	return Created{TransactionKey: data.TransactionKey, OrderID: req.OrderID, Status: data.Status,
+		Replayed: resp.Header.Get("Idempotent-Replayed") == "true"}, nil
 }
 
 // Payment looks a transaction up by its key.
 func (c *Client) Payment(ctx context.Context, transactionKey string) (Transaction, error) {
-	var tx Transaction
-	_, err := c.do(ctx, "lookup", http.MethodGet, "/api/v1/payments/"+url.PathEscape(transactionKey), nil, nil, &tx)
-	return tx, err
+	var info TransactionInfo
+	_, err := c.do(ctx, "lookup", http.MethodGet, "/api/v1/payments/"+url.PathEscape(transactionKey), c.user(), nil, &info)
+	return info.Transaction(), err
 }
 
 // PaymentsByOrder lists the gateway's transactions for an order (none is an
 // empty list, not an error).
 func (c *Client) PaymentsByOrder(ctx context.Context, orderID string) (OrderTransactions, error) {
-	var out OrderTransactions
 	if err := ids.CheckOrder(orderID); err != nil {
-		return out, &Error{Class: ErrInvalidRequest, Op: "lookup-by-order", Err: err}
+		return OrderTransactions{}, &Error{Class: ErrInvalidRequest, Op: "lookup-by-order", Err: err}
 	}
-	_, err := c.do(ctx, "lookup-by-order", http.MethodGet, "/api/v1/payments?orderId="+url.QueryEscape(orderID), nil, nil, &out)
-	return out, err
+	var info OrderInfo
+	if _, err := c.do(ctx, "lookup-by-order", http.MethodGet, "/api/v1/payments?orderId="+url.QueryEscape(orderID), c.user(), nil, &info); err != nil {
+		return OrderTransactions{}, err
+	}
+	return info.OrderTransactions(), nil
 }
 
 // Cancel cancels a transaction (a refund when it had succeeded). Cancelling
 // twice answers the same.
 func (c *Client) Cancel(ctx context.Context, transactionKey string) (Transaction, error) {
-	var tx Transaction
-	_, err := c.do(ctx, "cancel", http.MethodPost, "/api/v1/payments/"+url.PathEscape(transactionKey)+"/cancel", nil, nil, &tx)
-	return tx, err
+	var info TransactionInfo
+	_, err := c.do(ctx, "cancel", http.MethodPost, "/api/v1/payments/"+url.PathEscape(transactionKey)+"/cancel", c.user(), nil, &info)
+	return info.Transaction(), err
 }
+
+// user is the X-USER-ID header of calls that name no user: the simulator's
+// document requires the header on every endpoint, not only on create.
+func (c *Client) user() http.Header { return http.Header{"X-User-Id": {c.userID}} }
 
 // do sends one request and classifies its failure. Whether a connection was
 // ever obtained is what separates "never reached" from "outcome unknown":
@@ -209,7 +215,7 @@ func (c *Client) do(ctx context.Context, op, method, path string, headers http.H
 	case resp.StatusCode < 200 || resp.StatusCode >= 300:
 		return nil, &Error{Class: ErrOutcomeUnknown, Op: op, StatusCode: resp.StatusCode, Message: "unexpected status"}
 	}
-	if err := json.Unmarshal(raw, out); err != nil {
+	if err := decodeSuccess(raw, out); err != nil {
 		// A 2xx we cannot read tells us nothing definitive.
 		return nil, &Error{Class: ErrOutcomeUnknown, Op: op, StatusCode: resp.StatusCode, Err: fmt.Errorf("decode answer: %w", err)}
 	}
@@ -227,10 +233,38 @@ func checkHeader(name, value string) error {
 	return nil
 }
 
+// rawEnvelope is an Envelope whose data is decoded only once the meta says
+// the call succeeded.
+type rawEnvelope struct {
+	Meta *Meta           `json:"meta"`
+	Data json.RawMessage `json:"data"`
+}
+
+// decodeSuccess reads a 2xx answer: an envelope saying SUCCESS around
+// non-null data. Anything else is not an answer we can act on.
+func decodeSuccess(raw []byte, out any) error {
+	var env rawEnvelope
+	if err := json.Unmarshal(raw, &env); err != nil {
+		return err
+	}
+	switch {
+	case env.Meta == nil:
+		return errors.New("no meta: not the gateway's envelope")
+	case env.Meta.Result != ResultSuccess:
+		return fmt.Errorf("meta.result %q on a 2xx", env.Meta.Result)
+	case len(env.Data) == 0 || string(env.Data) == "null":
+		return errors.New("no data")
+	}
+	return json.Unmarshal(env.Data, out)
+}
+
+// decodeErrorBody takes the errorCode and message of an error answer; the
+// status code has already decided the class, so a body that is not an
+// envelope only loses the detail (its text becomes the message).
 func decodeErrorBody(raw []byte, e *Error) {
-	var b ErrorBody
-	if json.Unmarshal(raw, &b) == nil {
-		e.Code, e.Message = b.Code, b.Message
+	var env rawEnvelope
+	if json.Unmarshal(raw, &env) == nil && env.Meta != nil {
+		e.Code, e.Message = deref(env.Meta.ErrorCode), deref(env.Meta.Message)
 	}
 	if e.Code == "" {
 		e.Message = strings.TrimSpace(string(raw))

@@ -143,7 +143,7 @@ func TestSilentListenerIsAReadTimeoutWithUnknownOutcome(t *testing.T) {
 func TestResetMidResponseIsUnknown(t *testing.T) {
 	addr := rawServer(t, func(c net.Conn) {
 		_, _ = http.ReadRequest(bufio.NewReader(c))
-		_, _ = c.Write([]byte("HTTP/1.1 201 Created\r\nContent-Length: 500\r\n\r\n{\"transactionKey\":"))
+		_, _ = c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 500\r\n\r\n{\"meta\":"))
 		_ = c.(*net.TCPConn).SetLinger(0) // close with RST
 		c.Close()
 	})
@@ -158,11 +158,18 @@ func TestAnswersAreClassifiedByStatus(t *testing.T) {
 		class  error
 		code   string
 	}{
-		{500, `{"code":"INTERNAL","message":"boom"}`, gateway.ErrOutcomeUnknown, "INTERNAL"},
+		{500, `{"meta":{"result":"FAIL","errorCode":"INTERNAL_ERROR","message":"boom"},"data":null}`, gateway.ErrOutcomeUnknown, "INTERNAL_ERROR"},
 		{503, `service unavailable`, gateway.ErrOutcomeUnknown, ""},
-		{400, `{"code":"BAD_REQUEST","message":"cardNo"}`, gateway.ErrRejected, "BAD_REQUEST"},
-		{404, `{"code":"NOT_FOUND","message":"no"}`, gateway.ErrRejected, "NOT_FOUND"},
-		{201, `not json`, gateway.ErrOutcomeUnknown, ""},
+		{400, `{"meta":{"result":"FAIL","errorCode":"BAD_REQUEST","message":"cardNo"},"data":null}`, gateway.ErrRejected, "BAD_REQUEST"},
+		{404, `{"meta":{"result":"FAIL","errorCode":"NOT_FOUND","message":"no"},"data":null}`, gateway.ErrRejected, "NOT_FOUND"},
+		// The status code decides the class, whatever the body claims.
+		{400, `{"meta":{"result":"SUCCESS","errorCode":null,"message":null},"data":{"transactionKey":"T1","status":"PENDING","reason":null}}`, gateway.ErrRejected, ""},
+		{409, `conflict`, gateway.ErrRejected, ""},
+		{200, `not json`, gateway.ErrOutcomeUnknown, ""},
+		// A 2xx is an answer only as the envelope saying SUCCESS around data.
+		{200, `{"transactionKey":"T1","orderId":"o1","status":"PENDING"}`, gateway.ErrOutcomeUnknown, ""},
+		{200, `{"meta":{"result":"FAIL","errorCode":"INTERNAL_ERROR","message":"x"},"data":null}`, gateway.ErrOutcomeUnknown, ""},
+		{200, `{"meta":{"result":"SUCCESS","errorCode":null,"message":null},"data":null}`, gateway.ErrOutcomeUnknown, ""},
 	}
 	for _, tc := range cases {
 		t.Run(http.StatusText(tc.status), func(t *testing.T) {
@@ -186,8 +193,8 @@ func TestCreateSendsHeadersAndReadsReplay(t *testing.T) {
 		assert.Equal(t, "u9", r.Header.Get("X-USER-ID"))
 		assert.Equal(t, "key-1", r.Header.Get("Idempotency-Key"))
 		w.Header().Set("Idempotent-Replayed", "true")
-		w.WriteHeader(201)
-		_, _ = w.Write([]byte(`{"transactionKey":"T1","orderId":"o1","status":"PENDING"}`))
+		w.WriteHeader(200)
+		_, _ = w.Write([]byte(`{"meta":{"result":"SUCCESS","errorCode":null,"message":null},"data":{"transactionKey":"T1","status":"PENDING","reason":null}}`))
 	}))
 	t.Cleanup(srv.Close)
 	got, err := client(t, srv.URL).CreatePayment(context.Background(), order, "u9", "key-1")

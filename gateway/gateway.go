@@ -78,7 +78,7 @@ type CreateRequest struct {
 	CallbackURL string `json:"callbackUrl"`
 }
 
-// Created is the answer to a create.
+// Created is the answer to a create; OrderID is the request's.
 type Created struct {
 	TransactionKey string `json:"transactionKey"`
 	OrderID        string `json:"orderId"`
@@ -87,7 +87,8 @@ type Created struct {
 	Replayed bool `json:"-"`
 }
 
-// Transaction is a payment as the gateway knows it; also the callback body.
+// Transaction is a payment as payguard knows it from the gateway's answers
+// and callbacks (TransactionInfo and TransactionSummary are the wire forms).
 type Transaction struct {
 	TransactionKey string `json:"transactionKey"`
 	OrderID        string `json:"orderId"`
@@ -96,16 +97,10 @@ type Transaction struct {
 	Reason         string `json:"reason"`
 }
 
-// OrderTransactions is the answer to a lookup by order id.
+// OrderTransactions is the answer to a lookup by order id (OrderInfo.OrderTransactions).
 type OrderTransactions struct {
 	OrderID      string        `json:"orderId"`
 	Transactions []Transaction `json:"transactions"`
-}
-
-// ErrorBody is the gateway's error answer.
-type ErrorBody struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
 }
 
 // DevSecret signs callbacks when GATEWAY_SECRET is unset. It is public, so

@@ -14,8 +14,11 @@ const (
 	PaymentWorkflowName = "PaymentWorkflow"
 	RefundWorkflowName  = "RefundWorkflow"
 	CallbackSignal      = "gateway-callback"
-	StateQuery          = "state"
-	DefaultDeadline     = 10 * time.Minute
+	// LookupHintSignal carries a LookupHint: an unsigned callback, which the
+	// worker in --callback-auth lookup mode may not believe, only pass on.
+	LookupHintSignal = "gateway-lookup-hint"
+	StateQuery       = "state"
+	DefaultDeadline  = 10 * time.Minute
 	// MaxDeadline bounds an order's life: polling at most every PollMax, a
 	// day of it stays far inside Temporal's history limits.
 	MaxDeadline = 24 * time.Hour
@@ -35,6 +38,15 @@ func PaymentWorkflowID(orderID string) string { return "order-" + orderID }
 // RefundWorkflowID names the refund of one late charge.
 func RefundWorkflowID(orderID, transactionKey string) string {
 	return "refund-" + orderID + "-" + transactionKey
+}
+
+// LookupHint says an unsigned callback arrived for the order. It decides
+// nothing: the workflow looks the order up at the gateway now, and only the
+// gateway's answer counts. Its fields are what the callback claimed, kept
+// for the log and the choice of lookup.
+type LookupHint struct {
+	TransactionKey string `json:"transactionKey"`
+	Status         string `json:"status"`
 }
 
 // PaymentInput is an order to pay for. Amount is in minor units.

@@ -70,6 +70,7 @@ type payment struct {
 	state     State
 	log       log.Logger
 	callbacks workflow.ReceiveChannel
+	hints     workflow.ReceiveChannel // LookupHintSignal
 
 	keys           []string             // every gateway transaction of this order we know of
 	closed         map[string]bool      // those known FAILED or CANCELLED: nothing left to cancel
@@ -139,6 +140,7 @@ func (w *Workflows) setup(ctx workflow.Context, in PaymentInput) (*payment, erro
 		tuning:    tuning,
 		log:       log.With(workflow.GetLogger(ctx), "order_id", in.OrderID),
 		callbacks: workflow.GetSignalChannel(ctx, CallbackSignal),
+		hints:     workflow.GetSignalChannel(ctx, LookupHintSignal),
 		closed:    map[string]bool{},
 		state: State{OrderID: in.OrderID, Status: status.OrderReserving,
 			Deadline: workflow.Now(ctx).Add(in.Deadline)},
@@ -224,6 +226,7 @@ func (p *payment) await(ctx workflow.Context) awaitEnd {
 			c.Receive(ctx, &cb)
 			p.onCallback(ctx, cb)
 		})
+		sel.AddReceive(p.hints, func(c workflow.ReceiveChannel, _ bool) { p.onHint(ctx, c) })
 		sel.AddFuture(poll, func(workflow.Future) { pollDue = true })
 		sel.AddFuture(deadline, func(workflow.Future) { deadlineDue = true })
 		sel.Select(ctx)
@@ -234,7 +237,7 @@ func (p *payment) await(ctx workflow.Context) awaitEnd {
 		case deadlineDue:
 			return endDeadline
 		case pollDue:
-			p.poll(ctx)
+			p.poll(ctx, false)
 			if p.outcome == nil && p.resendDue(ctx) {
 				p.resend(ctx)
 			}

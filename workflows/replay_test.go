@@ -23,6 +23,7 @@ var recordedPaths = []string{
 	"callback_success", "poll_success", "callback_failed", "rejected", "out_of_stock",
 	"unknown_then_found", "breaker_open_then_success", "deadline_compensation", "operator_cancel",
 	"resend_after_grace", "create_waits_for_database", "cancel_during_reserve", "invalid_id_refused",
+	"lookup_hint",
 }
 
 // The same paths as recorded before the money-safety version (testdata/v0/):

@@ -54,7 +54,7 @@ func (p *payment) deadlinePassed(ctx workflow.Context) (State, error) {
 	p.log.Info("deadline passed; last lookup before compensation")
 	p.drainCallbacks(ctx)
 	if p.outcome == nil {
-		p.poll(ctx)
+		p.poll(ctx, false)
 	}
 	if p.outcome != nil {
 		return p.settle(ctx, *p.outcome, "found at the deadline")

@@ -123,6 +123,9 @@ func gatewayStats(ctx context.Context, adminURL string) (simulator.Stats, error)
 		return simulator.Stats{}, fmt.Errorf("pgsim admin: %w", err)
 	}
 	defer resp.Body.Close()
-	var st simulator.Stats
-	return st, json.NewDecoder(resp.Body).Decode(&st)
+	var env struct {
+		Data simulator.Stats `json:"data"` // the admin API answers in the gateway's envelope
+	}
+	err = json.NewDecoder(resp.Body).Decode(&env)
+	return env.Data, err
 }

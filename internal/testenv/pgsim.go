@@ -27,10 +27,21 @@ func QuietFaults() simulator.Faults {
 // closed when the test ends.
 func Pgsim(t testing.TB, faults simulator.Faults) *simulator.Server {
 	t.Helper()
-	s := simulator.New(simulator.Config{
+	return PgsimWith(t, faults, nil)
+}
+
+// PgsimWith is Pgsim with its configuration adjusted by tune (when not nil),
+// e.g. unsigned callbacks.
+func PgsimWith(t testing.TB, faults simulator.Faults, tune func(*simulator.Config)) *simulator.Server {
+	t.Helper()
+	cfg := simulator.Config{
 		Addr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0", Seed: 42, Secret: []byte(Secret),
 		Idempotency: true, Faults: faults, Logger: Logger(t),
-	})
+	}
+	if tune != nil {
+		tune(&cfg)
+	}
+	s := simulator.New(cfg)
 	if err := s.Start(); err != nil {
 		t.Fatalf("start pgsim: %v", err)
 	}
@@ -38,7 +49,8 @@ func Pgsim(t testing.TB, faults simulator.Faults) *simulator.Server {
 	return s
 }
 
-// Admin sends an admin call and decodes the answer into out (when not nil).
+// Admin sends an admin call and decodes the answer's data (the envelope's
+// data; its meta when the call failed) into out, when not nil.
 func Admin(t testing.TB, s *simulator.Server, method, path string, body any, out any) int {
 	t.Helper()
 	var r io.Reader
@@ -59,8 +71,19 @@ func Admin(t testing.TB, s *simulator.Server, method, path string, body any, out
 	}
 	defer resp.Body.Close()
 	if out != nil {
-		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		var env struct {
+			Meta json.RawMessage `json:"meta"`
+			Data json.RawMessage `json:"data"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&env); err != nil {
 			t.Fatalf("admin %s %s: decode: %v", method, path, err)
+		}
+		part := env.Data
+		if string(part) == "null" {
+			part = env.Meta
+		}
+		if err := json.Unmarshal(part, out); err != nil {
+			t.Fatalf("admin %s %s: decode %s: %v", method, path, part, err)
 		}
 	}
 	return resp.StatusCode

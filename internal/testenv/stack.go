@@ -39,7 +39,13 @@ func FastConfig() service.Config {
 // NewStack starts a stack; tune adjusts the worker's configuration.
 func NewStack(t testing.TB, faults simulator.Faults, tune func(*service.Config)) *Stack {
 	t.Helper()
-	s := &Stack{DBURL: NewDatabase(t), Sim: Pgsim(t, faults), TaskQueue: ID("payments")}
+	return NewStackOn(t, Pgsim(t, faults), tune)
+}
+
+// NewStackOn starts a stack on a simulator the test built (PgsimWith).
+func NewStackOn(t testing.TB, sim *simulator.Server, tune func(*service.Config)) *Stack {
+	t.Helper()
+	s := &Stack{DBURL: NewDatabase(t), Sim: sim, TaskQueue: ID("payments")}
 	cfg := FastConfig()
 	if tune != nil {
 		tune(&cfg)

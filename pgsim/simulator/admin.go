@@ -42,7 +42,7 @@ func (s *Server) handlePatchFaults(w http.ResponseWriter, r *http.Request) {
 		s.log.Info("faults changed", "faults", string(raw))
 		writeJSON(w, code, next)
 	case http.StatusBadRequest:
-		writeError(w, code, "BAD_REQUEST", err.Error())
+		writeError(w, code, gateway.CodeBadRequest, err.Error())
 	default:
 		writeError(w, code, "LISTENER", err.Error())
 	}
@@ -102,11 +102,11 @@ func (s *Server) handleResolve(w http.ResponseWriter, r *http.Request) {
 	}
 	var req resolveRequest
 	if err := decodeStrict(raw, &req); err != nil {
-		writeError(w, http.StatusBadRequest, "BAD_REQUEST", err.Error())
+		writeError(w, http.StatusBadRequest, gateway.CodeBadRequest, err.Error())
 		return
 	}
 	if req.Status != gateway.StatusSuccess && req.Status != gateway.StatusFailed {
-		writeError(w, http.StatusBadRequest, "BAD_REQUEST", fmt.Sprintf("status must be SUCCESS or FAILED, got %q", req.Status))
+		writeError(w, http.StatusBadRequest, gateway.CodeBadRequest, fmt.Sprintf("status must be SUCCESS or FAILED, got %q", req.Status))
 		return
 	}
 	if req.Status == gateway.StatusFailed && req.Reason == "" {
@@ -114,7 +114,7 @@ func (s *Server) handleResolve(w http.ResponseWriter, r *http.Request) {
 	}
 	callback := req.Callback == nil || *req.Callback
 	key := r.PathValue("key")
-	var view gateway.Transaction
+	var view gateway.TransactionInfo
 	var url string
 	var found bool
 	s.locked(func() {
@@ -129,7 +129,7 @@ func (s *Server) handleResolve(w http.ResponseWriter, r *http.Request) {
 		view, url = tx.view(), tx.CallbackURL
 	})
 	if !found {
-		writeError(w, http.StatusNotFound, "NOT_FOUND", fmt.Sprintf("no transaction %q", key))
+		writeError(w, http.StatusNotFound, gateway.CodeNotFound, fmt.Sprintf("no transaction %q", key))
 		return
 	}
 	if callback {

@@ -2,7 +2,6 @@ package simulator
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -32,7 +31,7 @@ func (s *Server) gatewayHandler() http.Handler {
 }
 
 func notFound(w http.ResponseWriter, r *http.Request) {
-	writeError(w, http.StatusNotFound, "NOT_FOUND", fmt.Sprintf("no route %s %s", r.Method, r.URL.Path))
+	writeError(w, http.StatusNotFound, gateway.CodeNotFound, fmt.Sprintf("no route %s %s", r.Method, r.URL.Path))
 }
 
 // byMethod dispatches on the method and answers any other with a JSON 405,
@@ -49,7 +48,7 @@ func byMethod(handlers map[string]http.HandlerFunc) http.HandlerFunc {
 			return
 		}
 		w.Header().Set("Allow", strings.Join(allowed, ", "))
-		writeError(w, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", fmt.Sprintf("%s %s: use %s", r.Method, r.URL.Path, strings.Join(allowed, " or ")))
+		writeError(w, http.StatusMethodNotAllowed, gateway.CodeMethodNotAllowed, fmt.Sprintf("%s %s: use %s", r.Method, r.URL.Path, strings.Join(allowed, " or ")))
 	}
 }
 
@@ -61,14 +60,20 @@ func (s *Server) counted(endpoint string, h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+// writeJSON answers data inside the envelope, as every answer of both APIs.
+func writeJSON(w http.ResponseWriter, status int, data any) {
+	writeEnvelope(w, status, gateway.Success(data))
 }
 
+// writeError answers a failure: the envelope with data null.
 func writeError(w http.ResponseWriter, status int, code, message string) {
-	writeJSON(w, status, gateway.ErrorBody{Code: code, Message: message})
+	writeEnvelope(w, status, gateway.Failure(code, message))
+}
+
+func writeEnvelope(w http.ResponseWriter, status int, env gateway.Envelope) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(env)
 }
 
 // readBody reads at most maxBody bytes; it answers the error itself.
@@ -76,11 +81,11 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
-		writeError(w, http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE", fmt.Sprintf("body over %d bytes", maxBody))
+		writeError(w, http.StatusRequestEntityTooLarge, gateway.CodePayloadTooLarge, fmt.Sprintf("body over %d bytes", maxBody))
 		return nil, false
 	}
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "BAD_REQUEST", "cannot read body: "+err.Error())
+		writeError(w, http.StatusBadRequest, gateway.CodeBadRequest, "cannot read body: "+err.Error())
 		return nil, false
 	}
 	return raw, true
@@ -119,15 +124,10 @@ func (s *Server) injectedError(f *EndpointFaults) (int, bool) {
 	return 0, false
 }
 
+// writeInjected answers an injected instability as the simulator does:
+// INTERNAL_ERROR, whatever status the faults chose.
 func writeInjected(w http.ResponseWriter, status int) {
-	writeError(w, status, "INJECTED_FAULT", "pgsim injected this error")
-}
-
-// latency waits the configured answer latency.
-func (s *Server) latency(ctx context.Context) bool {
-	var d time.Duration
-	s.locked(func() { d = s.between(s.faults.Latency.Min, s.faults.Latency.Max) })
-	return sleep(ctx, d)
+	writeError(w, status, gateway.CodeInternalError, "pgsim injected this error: the gateway is unstable, try again later")
 }
 
 // endpointCall applies latency and the endpoint's faults; it reports whether
@@ -143,7 +143,7 @@ func (s *Server) endpointCall(w http.ResponseWriter, r *http.Request, faults fun
 			holdFor = time.Duration(f.TimeoutDelay)
 		}
 	})
-	if !s.latency(r.Context()) {
+	if !s.latency(r) {
 		return 0, false
 	}
 	if fail {
@@ -166,7 +166,7 @@ func (s *Server) handleLookup(w http.ResponseWriter, r *http.Request) {
 // for a timeout fault; an unknown key is a 404.
 func (s *Server) answerTransaction(w http.ResponseWriter, r *http.Request, holdFor time.Duration, change func(*transaction)) {
 	key := r.PathValue("key")
-	var view gateway.Transaction
+	var view gateway.TransactionInfo
 	var found bool
 	s.locked(func() {
 		var tx *transaction
@@ -179,7 +179,7 @@ func (s *Server) answerTransaction(w http.ResponseWriter, r *http.Request, holdF
 		return
 	}
 	if !found {
-		writeError(w, http.StatusNotFound, "NOT_FOUND", fmt.Sprintf("no transaction %q", key))
+		writeError(w, http.StatusNotFound, gateway.CodeNotFound, fmt.Sprintf("no transaction %q", key))
 		return
 	}
 	writeJSON(w, http.StatusOK, view)
@@ -188,22 +188,22 @@ func (s *Server) answerTransaction(w http.ResponseWriter, r *http.Request, holdF
 func (s *Server) handleLookupByOrder(w http.ResponseWriter, r *http.Request) {
 	orderID := r.URL.Query().Get("orderId")
 	if orderID == "" {
-		writeError(w, http.StatusBadRequest, "BAD_REQUEST", "query parameter orderId is required")
+		writeError(w, http.StatusBadRequest, gateway.CodeBadRequest, "query parameter orderId is required")
 		return
 	}
 	if err := ids.CheckOrder(orderID); err != nil {
-		writeError(w, http.StatusBadRequest, "BAD_REQUEST", "query parameter orderId: "+err.Error())
+		writeError(w, http.StatusBadRequest, gateway.CodeBadRequest, "query parameter orderId: "+err.Error())
 		return
 	}
 	holdFor, ok := s.endpointCall(w, r, func(f *Faults) *EndpointFaults { return &f.Lookup })
 	if !ok {
 		return
 	}
-	out := gateway.OrderTransactions{OrderID: orderID, Transactions: []gateway.Transaction{}}
+	out := gateway.OrderInfo{OrderID: orderID, Transactions: []gateway.TransactionSummary{}}
 	s.locked(func() {
 		if st, ok := s.orders[orderID]; ok {
 			for _, key := range st.keys {
-				out.Transactions = append(out.Transactions, s.txs[key].view())
+				out.Transactions = append(out.Transactions, s.txs[key].summary())
 			}
 		}
 	})

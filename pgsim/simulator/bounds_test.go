@@ -18,7 +18,7 @@ import (
 
 // patchRaw sends a raw PATCH /admin/faults with a client that gives up, so a
 // wedged simulator fails the test instead of hanging it.
-func patchRaw(t *testing.T, client *http.Client, s *simulator.Server, body string) (int, gateway.ErrorBody) {
+func patchRaw(t *testing.T, client *http.Client, s *simulator.Server, body string) (int, failure) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPatch, s.AdminURL()+"/admin/faults", strings.NewReader(body))
 	require.NoError(t, err)
@@ -27,9 +27,19 @@ func patchRaw(t *testing.T, client *http.Client, s *simulator.Server, body strin
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
-	var out gateway.ErrorBody
+	var out struct{ Meta gateway.Meta }
 	_ = json.Unmarshal(raw, &out)
-	return resp.StatusCode, out
+	return resp.StatusCode, failure{Code: deref(out.Meta.ErrorCode), Message: deref(out.Meta.Message)}
+}
+
+// failure is an error answer's meta, nulls as "".
+type failure struct{ Code, Message string }
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 // The issue's reproduction: the largest Go duration as the latency made the
@@ -50,7 +60,7 @@ func TestAdminRefusesAnOverflowingLatencyAndKeepsServing(t *testing.T) {
 	assert.Contains(t, answer.Message, "latency.max", "the message names the field")
 	assert.Contains(t, answer.Message, simulator.MaxAnswerDelay.String(), "and the bound")
 
-	for _, path := range []string{"/api/v1/payments?orderId=o1", "/api/v1/payments/nope"} {
+	for _, path := range []string{"/api/v1/payments?orderId=order-1", "/api/v1/payments/nope"} {
 		resp, err := client.Get(s.GatewayURL() + path)
 		require.NoError(t, err, "the gateway still answers %s", path)
 		resp.Body.Close()
@@ -106,7 +116,7 @@ func TestAdminBoundsEveryDurationAndRate(t *testing.T) {
 	// them in force as long as no answer is actually held.
 	code, _ := patchRaw(t, client, s, `{"latency":{"min":0,"max":0},"create":{"timeoutDelay":"`+answer+`"},"processing":{"min":"`+decision+`","max":"`+decision+`"},"callback":{"delay":"`+decision+`"}}`)
 	assert.Equal(t, http.StatusOK, code)
-	assert.Equal(t, http.StatusCreated, create(t, s, "o1", "", "http://127.0.0.1:1/cb").status)
+	assert.Equal(t, http.StatusOK, create(t, s, "order-1", "", "http://127.0.0.1:1/cb").status)
 }
 
 func TestFlagsAreHeldToTheSameBounds(t *testing.T) {

@@ -20,7 +20,7 @@ const (
 
 // sendCallback delivers a transaction's outcome to its callback URL in the
 // background, with the callback faults applied.
-func (s *Server) sendCallback(tx gateway.Transaction, url string) {
+func (s *Server) sendCallback(tx gateway.TransactionInfo, url string) {
 	var f CallbackFaults
 	var drop, duplicate bool
 	s.locked(func() {
@@ -45,9 +45,9 @@ func (s *Server) sendCallback(tx gateway.Transaction, url string) {
 	}
 }
 
-// deliver POSTs one signed callback, retrying on a connection error or a
-// non-2xx answer.
-func (s *Server) deliver(ctx context.Context, tx gateway.Transaction, url string) {
+// deliver POSTs one callback, retrying on a connection error or a non-2xx
+// answer. Its body is the lookup's data, bare, as the simulator sends it.
+func (s *Server) deliver(ctx context.Context, tx gateway.TransactionInfo, url string) {
 	body, _ := json.Marshal(tx)
 	delay := callbackFirstDelay
 	for try := 1; try <= callbackTries; try++ {
@@ -72,8 +72,12 @@ func (s *Server) post(ctx context.Context, url string, body []byte) (int, error)
 		return 0, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(gateway.HeaderTimestamp, ts)
-	req.Header.Set(gateway.HeaderSignature, gateway.Sign(s.cfg.Secret, ts, body))
+	// Unsigned, the callback is the simulator's own: a receiver in lookup
+	// mode must confirm it by asking the gateway.
+	if !s.cfg.UnsignedCallbacks {
+		req.Header.Set(gateway.HeaderTimestamp, ts)
+		req.Header.Set(gateway.HeaderSignature, gateway.Sign(s.cfg.Secret, ts, body))
+	}
 	resp, err := s.callback.Do(req)
 	if err != nil {
 		return 0, err

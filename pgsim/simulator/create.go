@@ -17,9 +17,14 @@ import (
 
 var cardNoPattern = regexp.MustCompile(`^\d{4}-\d{4}-\d{4}-\d{4}$`)
 
+// MinOrderIDLength is the simulator's least orderId length: shorter ids are
+// refused there, so they are refused here, on top of payguard's id rule.
+const MinOrderIDLength = 6
+
 // validateCreate checks a create body as the Loopers simulator does, with
-// orderId held to payguard's id rule (package ids) like every other id.
-func validateCreate(req gateway.CreateRequest) error {
+// orderId also held to payguard's id rule (package ids) like every other id.
+// A non-empty callbackPrefix is the simulator's callbackUrl rule.
+func validateCreate(req gateway.CreateRequest, callbackPrefix string) error {
 	var missing []string
 	if req.OrderID == "" {
 		missing = append(missing, "orderId")
@@ -48,8 +53,14 @@ func validateCreate(req gateway.CreateRequest) error {
 	if err := ids.CheckOrder(req.OrderID); err != nil {
 		return err
 	}
+	if len(req.OrderID) < MinOrderIDLength {
+		return fmt.Errorf("orderId must be at least %d characters, got %q", MinOrderIDLength, req.OrderID)
+	}
 	if !strings.HasPrefix(req.CallbackURL, "http://") && !strings.HasPrefix(req.CallbackURL, "https://") {
 		return fmt.Errorf("callbackUrl must be an http(s) URL, got %q", req.CallbackURL)
+	}
+	if !strings.HasPrefix(req.CallbackURL, callbackPrefix) {
+		return fmt.Errorf("callbackUrl must start with %s, got %q", callbackPrefix, req.CallbackURL)
 	}
 	return nil
 }
@@ -61,25 +72,25 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	}
 	userID := r.Header.Get("X-USER-ID")
 	if userID == "" {
-		writeError(w, http.StatusBadRequest, "BAD_REQUEST", "header X-USER-ID is required")
+		writeError(w, http.StatusBadRequest, gateway.CodeBadRequest, "header X-USER-ID is required")
 		return
 	}
 	if err := ids.CheckUser(userID); err != nil {
-		writeError(w, http.StatusBadRequest, "BAD_REQUEST", "header X-USER-ID: "+err.Error())
+		writeError(w, http.StatusBadRequest, gateway.CodeBadRequest, "header X-USER-ID: "+err.Error())
 		return
 	}
 	var req gateway.CreateRequest
 	if err := decodeStrict(raw, &req); err != nil {
-		writeError(w, http.StatusBadRequest, "BAD_REQUEST", err.Error())
+		writeError(w, http.StatusBadRequest, gateway.CodeBadRequest, err.Error())
 		return
 	}
-	if err := validateCreate(req); err != nil {
-		writeError(w, http.StatusBadRequest, "BAD_REQUEST", err.Error())
+	if err := validateCreate(req, s.cfg.CallbackURLPrefix); err != nil {
+		writeError(w, http.StatusBadRequest, gateway.CodeBadRequest, err.Error())
 		return
 	}
 	idemKey := r.Header.Get("Idempotency-Key")
 	if len(idemKey) > 256 {
-		writeError(w, http.StatusBadRequest, "BAD_REQUEST", "Idempotency-Key longer than 256 characters")
+		writeError(w, http.StatusBadRequest, gateway.CodeBadRequest, "Idempotency-Key longer than 256 characters")
 		return
 	}
 	hash := sha256.Sum256(append([]byte(userID+"\x00"), raw...))
@@ -91,10 +102,10 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		return
 	case e == nil:
 	case e.bodyHash != hash:
-		writeError(w, http.StatusUnprocessableEntity, "IDEMPOTENCY_KEY_REUSED", "Idempotency-Key was used with another request body")
+		writeError(w, http.StatusUnprocessableEntity, gateway.CodeKeyReused, "Idempotency-Key was used with another request body")
 		return
 	case !e.done:
-		writeError(w, http.StatusConflict, "IDEMPOTENT_REQUEST_PROCESSING", "a request with this Idempotency-Key is in flight")
+		writeError(w, http.StatusConflict, gateway.CodeKeyInFlight, "a request with this Idempotency-Key is in flight")
 		return
 	default:
 		w.Header().Set("Idempotent-Replayed", "true")
@@ -104,18 +115,20 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	s.latency(r.Context())
-	answer := gateway.Created{TransactionKey: plan.key, OrderID: req.OrderID, Status: gateway.StatusPending}
-	body, _ := json.Marshal(answer)
+	// The latency runs while the key's entry is still in flight: a second
+	// request with the key meanwhile is the 409 the document's clients retry.
+	s.latency(r)
+	answer := gateway.TransactionSummary{TransactionKey: plan.key, Status: gateway.StatusPending}
+	body, _ := json.Marshal(gateway.Success(answer))
 	if plan.entry != nil {
 		s.locked(func() {
-			plan.entry.done, plan.entry.status, plan.entry.body = true, http.StatusCreated, append(body, '\n')
+			plan.entry.done, plan.entry.status, plan.entry.body = true, http.StatusOK, append(body, '\n')
 		})
 	}
 	if plan.holdFor > 0 && !sleep(r.Context(), plan.holdFor) {
 		return
 	}
-	writeJSON(w, http.StatusCreated, answer)
+	writeJSON(w, http.StatusOK, answer)
 }
 
 // createPlan is what one create does, decided under s.mu; the handler acts
@@ -184,11 +197,11 @@ func (s *Server) newTransaction(req gateway.CreateRequest) *transaction {
 
 // decide settles a transaction still PENDING (and not forgotten by a reset)
 // by the processing success rate.
-func (s *Server) decide(tx *transaction) (gateway.Transaction, bool) {
+func (s *Server) decide(tx *transaction) (gateway.TransactionInfo, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.txs[tx.Key] != tx || tx.Status != gateway.StatusPending {
-		return gateway.Transaction{}, false
+		return gateway.TransactionInfo{}, false
 	}
 	if s.chance(s.faults.Processing.SuccessRate) {
 		tx.Status = gateway.StatusSuccess
@@ -203,8 +216,15 @@ func (s *Server) decide(tx *transaction) (gateway.Transaction, bool) {
 	return tx.view(), true
 }
 
-func (tx *transaction) view() gateway.Transaction {
-	return gateway.Transaction{TransactionKey: tx.Key, OrderID: tx.OrderID, Amount: tx.Amount, Status: tx.Status, Reason: tx.Reason}
+// view is the transaction as a lookup by key and a callback show it.
+func (tx *transaction) view() gateway.TransactionInfo {
+	return gateway.TransactionInfo{TransactionKey: tx.Key, OrderID: tx.OrderID, CardType: tx.CardType, CardNo: tx.CardNo,
+		Amount: tx.Amount, Status: tx.Status, Reason: gateway.Nullable(tx.Reason)}
+}
+
+// summary is the transaction as a line of a lookup by order.
+func (tx *transaction) summary() gateway.TransactionSummary {
+	return gateway.TransactionSummary{TransactionKey: tx.Key, Status: tx.Status, Reason: gateway.Nullable(tx.Reason)}
 }
 
 // statsFor returns an order's counters. Called with s.mu held.

@@ -12,13 +12,13 @@ import (
 // FuzzCreate throws arbitrary bodies and headers at the create handler: every
 // answer must be a JSON 2xx/4xx, never a 5xx (no fault is injected) or a panic.
 func FuzzCreate(f *testing.F) {
-	f.Add(`{"orderId":"o1","amount":5000,"cardType":"KB","cardNo":"1234-5678-9012-3456","callbackUrl":"http://127.0.0.1:1/cb"}`, "u1", "")
-	f.Add(`{"orderId":"o1","amount":-1}`, "u1", "k")
-	f.Add(`{"orderId":"o1","amount":1e400}`, "u1", "")
+	f.Add(`{"orderId":"order-1","amount":5000,"cardType":"KB","cardNo":"1234-5678-9012-3456","callbackUrl":"http://127.0.0.1:1/cb"}`, "u1", "")
+	f.Add(`{"orderId":"order-1","amount":-1}`, "u1", "k")
+	f.Add(`{"orderId":"order-1","amount":1e400}`, "u1", "")
 	f.Add(`[1,2,3]`, "", "")
 	f.Add(`{"orderId":null,"amount":null,"cardType":{},"cardNo":[],"callbackUrl":7}`, "u", "k2")
 	f.Add("\x00\xff{", "u", "")
-	f.Add(`{"orderId":"o1","amount":1,"cardType":"KB","cardNo":"1234-5678-9012-3456","callbackUrl":"http://x"}{"x":1}`, "u", "")
+	f.Add(`{"orderId":"order-1","amount":1,"cardType":"KB","cardNo":"1234-5678-9012-3456","callbackUrl":"http://x"}{"x":1}`, "u", "")
 	s := testenv.Pgsim(f, slowProcessing())
 	client := &http.Client{}
 	f.Fuzz(func(t *testing.T, body, user, key string) {

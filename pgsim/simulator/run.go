@@ -31,7 +31,8 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	faults, _ := json.Marshal(cfg.Faults)
 	cfg.Logger.Info("pgsim listening", "gateway_url", s.GatewayURL(), "admin_url", s.AdminURL(), "seed", cfg.Seed,
-		"idempotency", cfg.Idempotency, "secret", config.MaskSecret(string(cfg.Secret)), "faults", string(faults))
+		"idempotency", cfg.Idempotency, "secret", config.MaskSecret(string(cfg.Secret)), "signed_callbacks", !cfg.UnsignedCallbacks,
+		"callback_url_prefix", cfg.CallbackURLPrefix, "faults", string(faults))
 	<-ctx.Done()
 	cfg.Logger.Info("pgsim stopping")
 	return s.Close()
@@ -49,6 +50,9 @@ func ParseFlags(args []string, getenv func(string) string, usage io.Writer) (Con
 	fs.StringVar(&cfg.AdminAddr, "admin-addr", "127.0.0.1:8091", "admin API listen address (keep it on loopback)")
 	fs.Int64Var(&seed, "seed", time.Now().UnixNano(), "random seed; the same seed repeats a run")
 	fs.StringVar(&secret, "secret", config.GatewaySecret(getenv), "callback signing secret (env GATEWAY_SECRET, as the worker)")
+	var signed bool
+	fs.BoolVar(&signed, "sign-callbacks", true, "sign callbacks (X-Timestamp, X-Signature); false sends them unsigned, as the Loopers simulator")
+	fs.StringVar(&cfg.CallbackURLPrefix, "callback-url-prefix", "", "refuse a create whose callbackUrl does not start with this (empty: any http(s) URL; http://localhost:8080 is the simulator's rule)")
 	fs.BoolVar(&cfg.Idempotency, "idempotency", true, "honour Idempotency-Key headers")
 	fs.DurationVar(&cfg.IdempotencyTTL, "idempotency-ttl", 15*24*time.Hour, "how long an idempotency key is kept")
 
@@ -84,6 +88,7 @@ func ParseFlags(args []string, getenv func(string) string, usage io.Writer) (Con
 	}
 	cfg.Seed = uint64(seed)
 	cfg.Secret = []byte(secret)
+	cfg.UnsignedCallbacks = !signed
 	if err := cfg.Faults.Validate(); err != nil {
 		return Config{}, fmt.Errorf("pgsim: %w", err)
 	}

@@ -22,14 +22,20 @@ import (
 
 // Config configures a Server.
 type Config struct {
-	Addr           string        // gateway API, e.g. 127.0.0.1:8090 (port 0 picks one)
-	AdminAddr      string        // admin API, e.g. 127.0.0.1:8091
-	Seed           uint64        // all randomness derives from it
-	Secret         []byte        // callback signing secret
-	Idempotency    bool          // honour Idempotency-Key
-	IdempotencyTTL time.Duration // how long a key is remembered
-	Faults         Faults        // the defaults, restored by /admin/reset
-	Logger         *slog.Logger
+	Addr      string // gateway API, e.g. 127.0.0.1:8090 (port 0 picks one)
+	AdminAddr string // admin API, e.g. 127.0.0.1:8091
+	Seed      uint64 // all randomness derives from it
+	Secret    []byte // callback signing secret
+	// UnsignedCallbacks sends callbacks without X-Timestamp and X-Signature,
+	// as the Loopers simulator does.
+	UnsignedCallbacks bool
+	// CallbackURLPrefix, when set, is what every create's callbackUrl must
+	// start with (the simulator's rule is http://localhost:8080).
+	CallbackURLPrefix string
+	Idempotency       bool          // honour Idempotency-Key
+	IdempotencyTTL    time.Duration // how long a key is remembered
+	Faults            Faults        // the defaults, restored by /admin/reset
+	Logger            *slog.Logger
 	// HTTPTimeouts bound slow clients on both APIs (zero fields take
 	// config.DefaultHTTPTimeouts); the gateway's write timeout also covers
 	// the longest answer a fault may hold.
@@ -175,7 +181,7 @@ func (s *Server) newGatewayServer() *http.Server {
 	// runs from the end of the headers, so it must outlast the longest hold
 	// Validate allows, with the usual time to write on top.
 	t.Write += maxHeldAnswer
-	srv := t.Server(s.logged("gateway", s.gatewayHandler()))
+	srv := t.Server(s.logged("gateway", s.delayed(s.gatewayHandler())))
 	srv.BaseContext = func(net.Listener) context.Context { return s.ctx }
 	return srv
 }

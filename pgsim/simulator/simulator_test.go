@@ -75,11 +75,15 @@ func eventually(t *testing.T, within time.Duration, cond func() bool, msg string
 	}
 }
 
+// call is one answer. body is the envelope's data on success; on failure,
+// for brevity, {"code": meta.errorCode, "message": meta.message} (the
+// conformance test checks the envelope itself, in envelope).
 type call struct {
-	status  int
-	header  http.Header
-	body    map[string]any
-	rawBody string
+	status   int
+	header   http.Header
+	body     map[string]any
+	envelope map[string]any
+	rawBody  string
 }
 
 func do(t *testing.T, method, url string, headers map[string]string, body string) call {
@@ -94,7 +98,12 @@ func do(t *testing.T, method, url string, headers map[string]string, body string
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
 	c := call{status: resp.StatusCode, header: resp.Header, rawBody: string(raw)}
-	_ = json.Unmarshal(raw, &c.body)
+	_ = json.Unmarshal(raw, &c.envelope)
+	if data, ok := c.envelope["data"].(map[string]any); ok {
+		c.body = data
+	} else if meta, ok := c.envelope["meta"].(map[string]any); ok {
+		c.body = map[string]any{"code": meta["errorCode"], "message": meta["message"]}
+	}
 	return c
 }
 
@@ -119,18 +128,18 @@ func slowProcessing() simulator.Faults {
 
 func TestCreateLookupCancel(t *testing.T) {
 	s := testenv.Pgsim(t, slowProcessing())
-	created := create(t, s, "o1", "", "http://127.0.0.1:1/cb")
-	require.Equal(t, 201, created.status, created.rawBody)
+	created := create(t, s, "order-1", "", "http://127.0.0.1:1/cb")
+	require.Equal(t, 200, created.status, created.rawBody)
 	key := created.body["transactionKey"].(string)
 	assert.Regexp(t, `^\d{8}:TR:[0-9a-f]{6}$`, key)
-	assert.Equal(t, "o1", created.body["orderId"])
-	assert.Equal(t, "PENDING", created.body["status"])
+	assert.Equal(t, map[string]any{"transactionKey": key, "status": "PENDING", "reason": nil}, created.body)
 
 	got := do(t, http.MethodGet, s.GatewayURL()+"/api/v1/payments/"+key, nil, "")
 	require.Equal(t, 200, got.status)
-	assert.Equal(t, map[string]any{"transactionKey": key, "orderId": "o1", "amount": 5000.0, "status": "PENDING", "reason": ""}, got.body)
+	assert.Equal(t, map[string]any{"transactionKey": key, "orderId": "order-1", "cardType": "SAMSUNG", "cardNo": "1234-5678-9814-1451",
+		"amount": 5000.0, "status": "PENDING", "reason": nil}, got.body)
 
-	list := do(t, http.MethodGet, s.GatewayURL()+"/api/v1/payments?orderId=o1", nil, "")
+	list := do(t, http.MethodGet, s.GatewayURL()+"/api/v1/payments?orderId=order-1", nil, "")
 	require.Equal(t, 200, list.status)
 	assert.Len(t, list.body["transactions"], 1)
 	empty := do(t, http.MethodGet, s.GatewayURL()+"/api/v1/payments?orderId=none", nil, "")
@@ -161,8 +170,8 @@ func TestCreateLookupCancel(t *testing.T) {
 
 func TestCancelOfSuccessRefundsAndOfFailedChangesNothing(t *testing.T) {
 	s := testenv.Pgsim(t, slowProcessing())
-	ok := create(t, s, "o1", "", "http://127.0.0.1:1/cb").body["transactionKey"].(string)
-	bad := create(t, s, "o2", "", "http://127.0.0.1:1/cb").body["transactionKey"].(string)
+	ok := create(t, s, "order-1", "", "http://127.0.0.1:1/cb").body["transactionKey"].(string)
+	bad := create(t, s, "order-2", "", "http://127.0.0.1:1/cb").body["transactionKey"].(string)
 	testenv.Admin(t, s, "POST", "/admin/transactions/"+ok+"/resolve", map[string]any{"status": "SUCCESS", "callback": false}, nil)
 	testenv.Admin(t, s, "POST", "/admin/transactions/"+bad+"/resolve", map[string]any{"status": "FAILED", "reason": "INVALID_CARD", "callback": false}, nil)
 
@@ -173,8 +182,8 @@ func TestCancelOfSuccessRefundsAndOfFailedChangesNothing(t *testing.T) {
 	assert.Equal(t, "FAILED", failed.body["status"])
 	assert.Equal(t, "INVALID_CARD", failed.body["reason"])
 	stats := s.Stats()
-	assert.Equal(t, 1, stats.Orders["o1"].Refunded)
-	assert.Equal(t, 0, stats.Orders["o1"].Successful)
+	assert.Equal(t, 1, stats.Orders["order-1"].Refunded)
+	assert.Equal(t, 0, stats.Orders["order-1"].Successful)
 }
 
 func TestCreateRejectsBadInputWithClearErrors(t *testing.T) {
@@ -188,17 +197,17 @@ func TestCreateRejectsBadInputWithClearErrors(t *testing.T) {
 		status  int
 		message string
 	}{
-		{"no user header", nil, createBody("o1", 1, "http://x/cb"), 400, "X-USER-ID"},
+		{"no user header", nil, createBody("order-1", 1, "http://x/cb"), 400, "X-USER-ID"},
 		{"malformed json", user, `{"orderId":`, 400, "malformed JSON"},
 		{"empty body", user, ``, 400, "empty body"},
-		{"unknown field", user, `{"orderId":"o1","amount":1,"cardType":"KB","cardNo":"1234-5678-9012-3456","callbackUrl":"http://x","tip":1}`, 400, "unknown field"},
-		{"wrong type", user, `{"orderId":"o1","amount":"1000"}`, 400, `"amount"`},
+		{"unknown field", user, `{"orderId":"order-1","amount":1,"cardType":"KB","cardNo":"1234-5678-9012-3456","callbackUrl":"http://x","tip":1}`, 400, "unknown field"},
+		{"wrong type", user, `{"orderId":"order-1","amount":"1000"}`, 400, `"amount"`},
 		{"missing fields", user, `{"amount":1}`, 400, "orderId, cardType, cardNo, callbackUrl"},
-		{"zero amount", user, createBody("o1", 0, "http://x/cb"), 400, "amount must be positive"},
-		{"negative amount", user, createBody("o1", -5, "http://x/cb"), 400, "amount must be positive"},
-		{"bad card type", user, strings.Replace(createBody("o1", 1, "http://x/cb"), "SAMSUNG", "VISA", 1), 400, "cardType"},
-		{"bad card number", user, strings.Replace(createBody("o1", 1, "http://x/cb"), "1234-5678-9814-1451", "1234567898141451", 1), 400, "cardNo"},
-		{"trailing data", user, createBody("o1", 1, "http://x/cb") + "{}", 400, "trailing"},
+		{"zero amount", user, createBody("order-1", 0, "http://x/cb"), 400, "amount must be positive"},
+		{"negative amount", user, createBody("order-1", -5, "http://x/cb"), 400, "amount must be positive"},
+		{"bad card type", user, strings.Replace(createBody("order-1", 1, "http://x/cb"), "SAMSUNG", "VISA", 1), 400, "cardType"},
+		{"bad card number", user, strings.Replace(createBody("order-1", 1, "http://x/cb"), "1234-5678-9814-1451", "1234567898141451", 1), 400, "cardNo"},
+		{"trailing data", user, createBody("order-1", 1, "http://x/cb") + "{}", 400, "trailing"},
 		{"oversized", user, `{"orderId":"` + strings.Repeat("x", 70<<10) + `"}`, 413, "body over"},
 	}
 	for _, tc := range cases {
@@ -209,24 +218,24 @@ func TestCreateRejectsBadInputWithClearErrors(t *testing.T) {
 			assert.NotEmpty(t, got.body["code"])
 		})
 	}
-	assert.Empty(t, s.Stats().Orders["o1"].Transactions, "no bad request made a transaction")
+	assert.Empty(t, s.Stats().Orders["order-1"].Transactions, "no bad request made a transaction")
 }
 
 func TestIdempotencyReplaysTheFirstAnswer(t *testing.T) {
 	s := testenv.Pgsim(t, slowProcessing())
-	first := create(t, s, "o1", "k1", "http://127.0.0.1:1/cb")
-	require.Equal(t, 201, first.status)
-	again := create(t, s, "o1", "k1", "http://127.0.0.1:1/cb")
-	require.Equal(t, 201, again.status)
+	first := create(t, s, "order-1", "k1", "http://127.0.0.1:1/cb")
+	require.Equal(t, 200, first.status)
+	again := create(t, s, "order-1", "k1", "http://127.0.0.1:1/cb")
+	require.Equal(t, 200, again.status)
 	assert.Equal(t, "true", again.header.Get("Idempotent-Replayed"))
 	assert.Equal(t, first.body, again.body)
 	assert.Empty(t, first.header.Get("Idempotent-Replayed"))
 
 	other := do(t, http.MethodPost, s.GatewayURL()+"/api/v1/payments", map[string]string{"X-USER-ID": "u1", "Idempotency-Key": "k1"},
-		createBody("o1", 9999, "http://127.0.0.1:1/cb"))
+		createBody("order-1", 9999, "http://127.0.0.1:1/cb"))
 	assert.Equal(t, 422, other.status)
 	assert.Equal(t, "IDEMPOTENCY_KEY_REUSED", other.body["code"])
-	st := s.Stats().Orders["o1"]
+	st := s.Stats().Orders["order-1"]
 	assert.Len(t, st.Transactions, 1)
 	assert.Equal(t, 3, st.CreateRequests, "every create request is counted, replays too")
 }
@@ -236,12 +245,12 @@ func TestIdempotencyConflictWhileInFlight(t *testing.T) {
 	f.Latency = simulator.Range{Min: simulator.Duration(400 * time.Millisecond), Max: simulator.Duration(400 * time.Millisecond)}
 	s := testenv.Pgsim(t, f)
 	done := make(chan call)
-	go func() { done <- create(t, s, "o1", "k1", "http://127.0.0.1:1/cb") }()
-	eventually(t, 2*time.Second, func() bool { return len(s.Stats().Orders["o1"].Transactions) == 1 }, "first create in flight")
-	second := create(t, s, "o1", "k1", "http://127.0.0.1:1/cb")
+	go func() { done <- create(t, s, "order-1", "k1", "http://127.0.0.1:1/cb") }()
+	eventually(t, 2*time.Second, func() bool { return len(s.Stats().Orders["order-1"].Transactions) == 1 }, "first create in flight")
+	second := create(t, s, "order-1", "k1", "http://127.0.0.1:1/cb")
 	assert.Equal(t, 409, second.status)
 	assert.Equal(t, "IDEMPOTENT_REQUEST_PROCESSING", second.body["code"])
-	assert.Equal(t, 201, (<-done).status)
+	assert.Equal(t, 200, (<-done).status)
 }
 
 func TestConcurrentCreatesWithOneKeyMakeOneTransaction(t *testing.T) {
@@ -254,15 +263,15 @@ func TestConcurrentCreatesWithOneKeyMakeOneTransaction(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			codes <- create(t, s, "o1", "same-key", "http://127.0.0.1:1/cb").status
+			codes <- create(t, s, "order-1", "same-key", "http://127.0.0.1:1/cb").status
 		}()
 	}
 	wg.Wait()
 	close(codes)
 	for c := range codes {
-		assert.Contains(t, []int{201, 409}, c)
+		assert.Contains(t, []int{200, 409}, c)
 	}
-	st := s.Stats().Orders["o1"]
+	st := s.Stats().Orders["order-1"]
 	assert.Len(t, st.Transactions, 1)
 	assert.Equal(t, 100, st.CreateRequests)
 }
@@ -271,9 +280,9 @@ func TestIdempotencyOffMakesATransactionPerCreate(t *testing.T) {
 	s := simulator.New(simulator.Config{Addr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0", Secret: []byte("x"), Idempotency: false, Faults: slowProcessing()})
 	require.NoError(t, s.Start())
 	t.Cleanup(func() { s.Close() })
-	create(t, s, "o1", "k1", "http://127.0.0.1:1/cb")
-	create(t, s, "o1", "k1", "http://127.0.0.1:1/cb")
-	assert.Len(t, s.Stats().Orders["o1"].Transactions, 2)
+	create(t, s, "order-1", "k1", "http://127.0.0.1:1/cb")
+	create(t, s, "order-1", "k1", "http://127.0.0.1:1/cb")
+	assert.Len(t, s.Stats().Orders["order-1"].Transactions, 2)
 }
 
 func TestIdempotencyKeyExpires(t *testing.T) {
@@ -281,11 +290,11 @@ func TestIdempotencyKeyExpires(t *testing.T) {
 		IdempotencyTTL: 50 * time.Millisecond, Faults: slowProcessing()})
 	require.NoError(t, s.Start())
 	t.Cleanup(func() { s.Close() })
-	create(t, s, "o1", "k1", "http://127.0.0.1:1/cb")
+	create(t, s, "order-1", "k1", "http://127.0.0.1:1/cb")
 	eventually(t, 2*time.Second, func() bool {
-		return create(t, s, "o1", "k1", "http://127.0.0.1:1/cb").header.Get("Idempotent-Replayed") == ""
+		return create(t, s, "order-1", "k1", "http://127.0.0.1:1/cb").header.Get("Idempotent-Replayed") == ""
 	}, "key forgotten after its TTL")
-	assert.GreaterOrEqual(t, len(s.Stats().Orders["o1"].Transactions), 2)
+	assert.GreaterOrEqual(t, len(s.Stats().Orders["order-1"].Transactions), 2)
 }
 
 func TestInjectedCreateErrorMakesNoTransaction(t *testing.T) {
@@ -293,19 +302,19 @@ func TestInjectedCreateErrorMakesNoTransaction(t *testing.T) {
 	f.Create.ErrorRate = 1
 	f.Create.ErrorStatus = 503
 	s := testenv.Pgsim(t, f)
-	got := create(t, s, "o1", "k1", "http://127.0.0.1:1/cb")
+	got := create(t, s, "order-1", "k1", "http://127.0.0.1:1/cb")
 	assert.Equal(t, 503, got.status)
-	st := s.Stats().Orders["o1"]
+	st := s.Stats().Orders["order-1"]
 	assert.Equal(t, 1, st.CreateRequests)
 	assert.Empty(t, st.Transactions)
 	// The key was not taken either: once the fault clears, the same key executes.
 	testenv.PatchFaults(t, s, map[string]any{"create": map[string]any{"errorRate": 0}})
-	assert.Equal(t, 201, create(t, s, "o1", "k1", "http://127.0.0.1:1/cb").status)
+	assert.Equal(t, 200, create(t, s, "order-1", "k1", "http://127.0.0.1:1/cb").status)
 }
 
 func TestFailNextOnLookupsFailsExactlyThatMany(t *testing.T) {
 	s := testenv.Pgsim(t, slowProcessing())
-	key := create(t, s, "o1", "", "http://127.0.0.1:1/cb").body["transactionKey"].(string)
+	key := create(t, s, "order-1", "", "http://127.0.0.1:1/cb").body["transactionKey"].(string)
 	testenv.PatchFaults(t, s, map[string]any{"lookup": map[string]any{"failNext": 10, "errorStatus": 503}})
 	var codes []int
 	for range 12 {
@@ -325,21 +334,21 @@ func TestTimeoutRateDoesTheWorkButHoldsTheAnswer(t *testing.T) {
 	require.NoError(t, err)
 	defer c.Close()
 	start := time.Now()
-	_, err = c.CreatePayment(context.Background(), gateway.CreateRequest{OrderID: "o1", Amount: 1000, CardType: "KB",
+	_, err = c.CreatePayment(context.Background(), gateway.CreateRequest{OrderID: "order-1", Amount: 1000, CardType: "KB",
 		CardNo: "1111-2222-3333-4444", CallbackURL: sink.srv.URL}, "", "")
 	require.ErrorIs(t, err, gateway.ErrOutcomeUnknown)
 	assert.Less(t, time.Since(start), 2*time.Second)
-	assert.Len(t, s.Stats().Orders["o1"].Transactions, 1, "the create was done")
+	assert.Len(t, s.Stats().Orders["order-1"].Transactions, 1, "the create was done")
 	eventually(t, 5*time.Second, func() bool { return len(sink.received()) == 1 }, "the held create is still processed and called back")
 	assert.Equal(t, "SUCCESS", sink.received()[0].Status)
 }
 
 func TestInjectedFaultsOnLookupAndCancel(t *testing.T) {
 	s := testenv.Pgsim(t, slowProcessing())
-	key := create(t, s, "o1", "", "http://127.0.0.1:1/cb").body["transactionKey"].(string)
+	key := create(t, s, "order-1", "", "http://127.0.0.1:1/cb").body["transactionKey"].(string)
 	testenv.PatchFaults(t, s, map[string]any{"lookup": map[string]any{"errorRate": 1, "errorStatus": 502}, "cancel": map[string]any{"errorRate": 1}})
 	assert.Equal(t, 502, do(t, http.MethodGet, s.GatewayURL()+"/api/v1/payments/"+key, nil, "").status)
-	assert.Equal(t, 502, do(t, http.MethodGet, s.GatewayURL()+"/api/v1/payments?orderId=o1", nil, "").status)
+	assert.Equal(t, 502, do(t, http.MethodGet, s.GatewayURL()+"/api/v1/payments?orderId=order-1", nil, "").status)
 	assert.Equal(t, 500, do(t, http.MethodPost, s.GatewayURL()+"/api/v1/payments/"+key+"/cancel", nil, "").status)
 	testenv.PatchFaults(t, s, map[string]any{"lookup": map[string]any{"errorRate": 0, "timeoutRate": 1, "timeoutDelay": "300ms"}})
 	start := time.Now()
@@ -363,18 +372,18 @@ func TestDownClosesTheGatewayPortAndUpReopensIt(t *testing.T) {
 	c, err := gateway.New(gateway.Config{BaseURL: s.GatewayURL()})
 	require.NoError(t, err)
 	defer c.Close()
-	_, err = c.PaymentsByOrder(context.Background(), "o1")
+	_, err = c.PaymentsByOrder(context.Background(), "order-1")
 	require.NoError(t, err, "a kept-alive connection exists before the outage")
 
 	testenv.PatchFaults(t, s, map[string]any{"down": true})
-	_, err = c.PaymentsByOrder(context.Background(), "o1")
+	_, err = c.PaymentsByOrder(context.Background(), "order-1")
 	require.ErrorIs(t, err, gateway.ErrUnreachable)
 	var faults simulator.Faults
 	assert.Equal(t, 200, testenv.Admin(t, s, "GET", "/admin/faults", nil, &faults), "the admin port stays up")
 	assert.True(t, faults.Down)
 
 	testenv.PatchFaults(t, s, map[string]any{"down": false})
-	_, err = c.PaymentsByOrder(context.Background(), "o1")
+	_, err = c.PaymentsByOrder(context.Background(), "order-1")
 	require.NoError(t, err, "the same address answers again")
 }
 
@@ -382,8 +391,8 @@ func TestCallbacksAreSignedAndRetried(t *testing.T) {
 	s := testenv.Pgsim(t, testenv.QuietFaults())
 	sink := newSink(t)
 	sink.status.Store(503)
-	created := create(t, s, "o1", "", sink.srv.URL)
-	require.Equal(t, 201, created.status)
+	created := create(t, s, "order-1", "", sink.srv.URL)
+	require.Equal(t, 200, created.status)
 	eventually(t, 5*time.Second, func() bool { return sink.tries.Load() >= 2 }, "two refused tries")
 	assert.Empty(t, sink.received())
 	sink.status.Store(200)
@@ -397,8 +406,8 @@ func TestCallbacksAreSignedAndRetried(t *testing.T) {
 func TestResolveWithoutCallbackSendsNone(t *testing.T) {
 	s := testenv.Pgsim(t, slowProcessing())
 	sink := newSink(t)
-	silent := create(t, s, "o1", "", sink.srv.URL).body["transactionKey"].(string)
-	loud := create(t, s, "o2", "", sink.srv.URL).body["transactionKey"].(string)
+	silent := create(t, s, "order-1", "", sink.srv.URL).body["transactionKey"].(string)
+	loud := create(t, s, "order-2", "", sink.srv.URL).body["transactionKey"].(string)
 	testenv.Admin(t, s, "POST", "/admin/transactions/"+silent+"/resolve", map[string]any{"status": "SUCCESS", "callback": false}, nil)
 	testenv.Admin(t, s, "POST", "/admin/transactions/"+loud+"/resolve", map[string]any{"status": "FAILED", "reason": "LIMIT_EXCEEDED"}, nil)
 	eventually(t, 5*time.Second, func() bool { return len(sink.received()) == 1 }, "the callback of the loud resolve")
@@ -407,7 +416,7 @@ func TestResolveWithoutCallbackSendsNone(t *testing.T) {
 	assert.Equal(t, "LIMIT_EXCEEDED", sink.received()[0].Reason)
 	got := do(t, http.MethodGet, s.GatewayURL()+"/api/v1/payments/"+silent, nil, "")
 	assert.Equal(t, "SUCCESS", got.body["status"])
-	assert.Equal(t, 1, s.Stats().Orders["o1"].Successful)
+	assert.Equal(t, 1, s.Stats().Orders["order-1"].Successful)
 
 	assert.Equal(t, 400, testenv.Admin(t, s, "POST", "/admin/transactions/"+silent+"/resolve", map[string]any{"status": "MAYBE"}, nil))
 	assert.Equal(t, 404, testenv.Admin(t, s, "POST", "/admin/transactions/nope/resolve", map[string]any{"status": "SUCCESS"}, nil))
@@ -418,14 +427,14 @@ func TestDroppedCallbackIsStillVisibleByLookup(t *testing.T) {
 	f.Callback.DropRate = 1
 	s := testenv.Pgsim(t, f)
 	sink := newSink(t)
-	key := create(t, s, "o1", "", sink.srv.URL).body["transactionKey"].(string)
+	key := create(t, s, "order-1", "", sink.srv.URL).body["transactionKey"].(string)
 	eventually(t, 5*time.Second, func() bool {
 		return do(t, http.MethodGet, s.GatewayURL()+"/api/v1/payments/"+key, nil, "").body["status"] == "SUCCESS"
 	}, "processed")
 	// Give a would-be callback the same chance a delivered one had.
 	other := newSink(t)
 	testenv.PatchFaults(t, s, map[string]any{"callback": map[string]any{"dropRate": 0}})
-	create(t, s, "o2", "", other.srv.URL)
+	create(t, s, "order-2", "", other.srv.URL)
 	eventually(t, 5*time.Second, func() bool { return len(other.received()) == 1 }, "control callback")
 	assert.Empty(t, sink.received())
 }
@@ -437,7 +446,7 @@ func TestDuplicateAndDelayedCallbacks(t *testing.T) {
 	s := testenv.Pgsim(t, f)
 	sink := newSink(t)
 	start := time.Now()
-	create(t, s, "o1", "", sink.srv.URL)
+	create(t, s, "order-1", "", sink.srv.URL)
 	eventually(t, 5*time.Second, func() bool { return len(sink.received()) == 2 }, "two copies")
 	assert.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond)
 	assert.Equal(t, sink.received()[0], sink.received()[1])
@@ -449,7 +458,7 @@ func TestProcessingOutcomesFollowTheRates(t *testing.T) {
 	s := testenv.Pgsim(t, f)
 	sink := newSink(t)
 	for i := range 30 {
-		create(t, s, fmt.Sprintf("o%d", i), "", sink.srv.URL)
+		create(t, s, fmt.Sprintf("order-%d", i), "", sink.srv.URL)
 	}
 	eventually(t, 10*time.Second, func() bool { return len(sink.received()) == 30 }, "30 callbacks")
 	reasons := map[string]int{}
@@ -465,18 +474,18 @@ func TestProcessingOutcomesFollowTheRates(t *testing.T) {
 func TestStatsCountCreatesPerOrderExactly(t *testing.T) {
 	s := testenv.Pgsim(t, slowProcessing())
 	for range 3 {
-		create(t, s, "a", "", "http://127.0.0.1:1/cb")
+		create(t, s, "order-a", "", "http://127.0.0.1:1/cb")
 	}
-	create(t, s, "b", "", "http://127.0.0.1:1/cb")
+	create(t, s, "order-b", "", "http://127.0.0.1:1/cb")
 	testenv.PatchFaults(t, s, map[string]any{"create": map[string]any{"failNext": 2}})
-	create(t, s, "b", "", "http://127.0.0.1:1/cb")
-	create(t, s, "b", "", "http://127.0.0.1:1/cb")
+	create(t, s, "order-b", "", "http://127.0.0.1:1/cb")
+	create(t, s, "order-b", "", "http://127.0.0.1:1/cb")
 	var stats simulator.Stats
 	require.Equal(t, 200, testenv.Admin(t, s, "GET", "/admin/stats", nil, &stats))
-	assert.Equal(t, 3, stats.Orders["a"].CreateRequests)
-	assert.Len(t, stats.Orders["a"].Transactions, 3)
-	assert.Equal(t, 3, stats.Orders["b"].CreateRequests)
-	assert.Len(t, stats.Orders["b"].Transactions, 1)
+	assert.Equal(t, 3, stats.Orders["order-a"].CreateRequests)
+	assert.Len(t, stats.Orders["order-a"].Transactions, 3)
+	assert.Equal(t, 3, stats.Orders["order-b"].CreateRequests)
+	assert.Len(t, stats.Orders["order-b"].Transactions, 1)
 }
 
 func TestAdminFaultsPatchMergesAndValidates(t *testing.T) {
@@ -507,7 +516,7 @@ func TestAdminFaultsPatchMergesAndValidates(t *testing.T) {
 
 func TestResetForgetsEverything(t *testing.T) {
 	s := testenv.Pgsim(t, slowProcessing())
-	key := create(t, s, "o1", "k", "http://127.0.0.1:1/cb").body["transactionKey"].(string)
+	key := create(t, s, "order-1", "k", "http://127.0.0.1:1/cb").body["transactionKey"].(string)
 	testenv.PatchFaults(t, s, map[string]any{"down": true})
 	testenv.Admin(t, s, "POST", "/admin/reset", nil, nil)
 	assert.Empty(t, s.Stats().Orders)
@@ -524,7 +533,7 @@ func TestCloseStopsEveryGoroutine(t *testing.T) {
 	require.NoError(t, s.Start())
 	client := &http.Client{Transport: &http.Transport{}}
 	for i := range 5 {
-		body := createBody(fmt.Sprintf("o%d", i), 100, "http://127.0.0.1:1/cb")
+		body := createBody(fmt.Sprintf("order-%d", i), 100, "http://127.0.0.1:1/cb")
 		req, _ := http.NewRequest("POST", s.GatewayURL()+"/api/v1/payments", bytes.NewBufferString(body))
 		req.Header.Set("X-USER-ID", "u")
 		resp, err := client.Do(req)
@@ -533,7 +542,7 @@ func TestCloseStopsEveryGoroutine(t *testing.T) {
 	}
 	held := make(chan error, 1)
 	go func() {
-		resp, err := client.Get(s.GatewayURL() + "/api/v1/payments?orderId=o1") // held for the longest legal delay
+		resp, err := client.Get(s.GatewayURL() + "/api/v1/payments?orderId=order-1") // held for the longest legal delay
 		if err == nil {
 			resp.Body.Close()
 			err = errors.New("answered")

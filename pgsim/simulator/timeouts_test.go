@@ -25,7 +25,7 @@ func fastPgsim(t *testing.T, faults simulator.Faults) *simulator.Server {
 func TestSlowClientsCannotHoldPgsimConnections(t *testing.T) {
 	s := fastPgsim(t, testenv.QuietFaults())
 	for _, c := range []struct{ name, method, body, idle string }{
-		{"gateway", http.MethodPost, s.GatewayURL() + "/api/v1/payments", s.GatewayURL() + "/api/v1/payments?orderId=o1"},
+		{"gateway", http.MethodPost, s.GatewayURL() + "/api/v1/payments", s.GatewayURL() + "/api/v1/payments?orderId=order-1"},
 		{"admin", http.MethodPatch, s.AdminURL() + "/admin/faults", s.AdminURL() + "/admin/faults"},
 	} {
 		t.Run(c.name+" trickled body", func(t *testing.T) {
@@ -51,7 +51,7 @@ func TestHeldAnswersOutlastTheWriteTimeout(t *testing.T) {
 	require.Greater(t, 800*time.Millisecond, testenv.FastHTTPTimeouts().Write, "the hold outlasts the base write timeout")
 	client := &http.Client{Timeout: 5 * time.Second}
 	start := time.Now()
-	resp, err := client.Get(s.GatewayURL() + "/api/v1/payments?orderId=o1")
+	resp, err := client.Get(s.GatewayURL() + "/api/v1/payments?orderId=order-1")
 	require.NoError(t, err, "the held answer arrives")
 	resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode)

@@ -415,7 +415,8 @@ func runCallback(ctx context.Context, args []string, env Env) error {
 	if *key == "" {
 		return fmt.Errorf("callback: order %s has no transaction key yet; pass --transaction-key", orderID)
 	}
-	body, _ := json.Marshal(gateway.Transaction{TransactionKey: *key, OrderID: orderID, Amount: o.Amount, Status: *st, Reason: *reason})
+	body, _ := json.Marshal(gateway.TransactionInfo{TransactionKey: *key, OrderID: orderID, Amount: o.Amount, Status: *st,
+		Reason: gateway.Nullable(*reason)})
 	code, answer, err := PostCallback(ctx, c.common.CallbackURL, []byte(c.common.GatewaySecret), body, time.Now())
 	if err != nil {
 		return fmt.Errorf("callback: worker unreachable at %s: %v", c.common.CallbackURL, rootCause(err))

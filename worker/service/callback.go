@@ -40,9 +40,11 @@ type callbackHandler struct {
 	temporal  client.Client
 	taskQueue string
 	secret    []byte
-	metrics   *Metrics
-	log       *slog.Logger
-	now       func() time.Time
+	// lookupMode takes an unsigned callback as a hint (--callback-auth lookup).
+	lookupMode bool
+	metrics    *Metrics
+	log        *slog.Logger
+	now        func() time.Time
 }
 
 func (h *callbackHandler) answer(w http.ResponseWriter, code int, a CallbackAnswer) {
@@ -73,8 +75,13 @@ func (h *callbackHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, http.StatusBadRequest, "BAD_REQUEST", "cannot read body")
 		return
 	}
-	if err := gateway.Verify(h.secret, r.Header.Get(gateway.HeaderTimestamp), r.Header.Get(gateway.HeaderSignature),
-		body, h.now(), gateway.DefaultTolerance); err != nil {
+	err = gateway.Verify(h.secret, r.Header.Get(gateway.HeaderTimestamp), r.Header.Get(gateway.HeaderSignature),
+		body, h.now(), gateway.DefaultTolerance)
+	if err != nil && h.lookupMode {
+		h.hint(w, r, body)
+		return
+	}
+	if err != nil {
 		h.refuse(w, http.StatusUnauthorized, "UNAUTHORIZED", err.Error())
 		return
 	}
@@ -157,15 +164,19 @@ func (h *callbackHandler) settled(ctx context.Context, w http.ResponseWriter, or
 	h.answer(w, http.StatusOK, CallbackAnswer{Accepted: false, Reason: reason})
 }
 
+// decodeCallback reads a callback body: the lookup's data
+// (gateway.TransactionInfo), bare, as the gateway sends it.
 func decodeCallback(body []byte, cb *gateway.Transaction) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(cb); err != nil {
+	var info gateway.TransactionInfo
+	if err := dec.Decode(&info); err != nil {
 		return fmt.Errorf("malformed callback: %v", err)
 	}
 	if dec.More() {
 		return errors.New("malformed callback: trailing data")
 	}
+	*cb = info.Transaction()
 	switch {
 	case cb.OrderID == "" || cb.TransactionKey == "":
 		return errors.New("callback needs orderId and transactionKey")

@@ -24,6 +24,10 @@ type Config struct {
 	PollInitial     time.Duration
 	PollMax         time.Duration
 	Breaker         activities.BreakerSettings
+	// CallbackAuth is how a callback is trusted: CallbackAuthSigned (only a
+	// valid signature) or CallbackAuthLookup (an unsigned one is a hint that
+	// makes the workflow look the transaction up; see callback.go).
+	CallbackAuth string
 	// ShutdownTimeout bounds the wait for in-flight activities on stop.
 	ShutdownTimeout time.Duration
 	// Listener, when set, is used instead of listening on HTTPAddr (tests).
@@ -32,6 +36,12 @@ type Config struct {
 	// take config.DefaultHTTPTimeouts (tests shorten them).
 	HTTPTimeouts config.HTTPTimeouts
 }
+
+// --callback-auth values.
+const (
+	CallbackAuthSigned = "signed"
+	CallbackAuthLookup = "lookup"
+)
 
 // ParseFlags reads the worker's flags; defaults come from the environment.
 func ParseFlags(args []string, getenv func(string) string, usage io.Writer) (Config, error) {
@@ -54,6 +64,8 @@ func ParseFlags(args []string, getenv func(string) string, usage io.Writer) (Con
 	fs.Float64Var(&b.FailureRate, "breaker-failure-rate", b.FailureRate, "lookup breaker: failure share that trips it")
 	fs.DurationVar(&b.OpenFor, "breaker-open", b.OpenFor, "lookup breaker: time open before trial calls")
 	fs.UintVar(&halfOpen, "breaker-half-open-calls", uint(b.HalfOpenCalls), "lookup breaker: trial calls in half-open")
+	fs.StringVar(&c.CallbackAuth, "callback-auth", CallbackAuthSigned,
+		"how callbacks are trusted: signed (a valid X-Signature, else 401) or lookup (a validly signed one as signed; an unsigned one only makes the order's workflow look the transaction up now)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to wait for in-flight activities on shutdown")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
@@ -84,6 +96,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("configuration: --breaker-failure-rate must be within (0, 1], got %v", c.Breaker.FailureRate)
 	case c.Breaker.MinCalls < 1 || c.Breaker.HalfOpenCalls < 1:
 		return fmt.Errorf("configuration: --breaker-min-calls and --breaker-half-open-calls must be at least 1")
+	case c.CallbackAuth != "" && c.CallbackAuth != CallbackAuthSigned && c.CallbackAuth != CallbackAuthLookup:
+		return fmt.Errorf("configuration: --callback-auth must be %s or %s, got %q", CallbackAuthSigned, CallbackAuthLookup, c.CallbackAuth)
 	}
 	return c.CheckSecretFor(c.listenAddr())
 }
@@ -121,6 +135,15 @@ func (c Config) LogAttrs() []any {
 		"poll_initial", c.PollInitial.String(), "poll_max", c.PollMax.String(),
 		"breaker_window", c.Breaker.Window.String(), "breaker_min_calls", c.Breaker.MinCalls,
 		"breaker_failure_rate", c.Breaker.FailureRate, "breaker_open", c.Breaker.OpenFor.String(),
-		"breaker_half_open_calls", c.Breaker.HalfOpenCalls,
+		"breaker_half_open_calls", c.Breaker.HalfOpenCalls, "callback_auth", c.callbackAuth(),
 	}
+}
+
+// callbackAuth is CallbackAuth with its default: a Config built in code
+// (tests) that names none is signed, as the flag's default.
+func (c Config) callbackAuth() string {
+	if c.CallbackAuth == "" {
+		return CallbackAuthSigned
+	}
+	return c.CallbackAuth
 }

@@ -35,6 +35,7 @@ func TestWorkerFlagDefaultsFollowTheSpec(t *testing.T) {
 	assert.Equal(t, 0.5, c.Breaker.FailureRate)
 	assert.Equal(t, 10*time.Second, c.Breaker.OpenFor)
 	assert.EqualValues(t, 3, c.Breaker.HalfOpenCalls)
+	assert.Equal(t, service.CallbackAuthSigned, c.CallbackAuth)
 	tuning := c.Tuning()
 	assert.Greater(t, tuning.RequestTimeout, c.ConnectTimeout+c.ReadTimeout, "the HTTP timeout fires before the activity's")
 }
@@ -64,10 +65,18 @@ func TestWorkerFlagsRejectBadValues(t *testing.T) {
 		{"--gateway-url", "gw:8090"},
 		{"--database-url", "mysql://x"},
 		{"--read-timeout", "0s"},
+		{"--callback-auth", "none"},
 	} {
 		_, err := service.ParseFlags(args, func(string) string { return "" }, io.Discard)
 		assert.Error(t, err, "%v", args)
 	}
+}
+
+func TestWorkerCallbackAuthLookup(t *testing.T) {
+	c, err := service.ParseFlags([]string{"--callback-auth", "lookup"}, func(string) string { return "" }, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, service.CallbackAuthLookup, c.CallbackAuth)
+	assert.Contains(t, c.LogAttrs(), service.CallbackAuthLookup)
 }
 
 // The development secret is public: a worker whose callback endpoint anyone

@@ -48,10 +48,10 @@ func TestDatabaseFailingAsTheCreateStartsIsWaitedOut(t *testing.T) {
 		END $$;
 		CREATE TRIGGER outage BEFORE INSERT ON payment_attempts FOR EACH ROW EXECUTE FUNCTION outage();`)
 	require.NoError(t, err)
-	placeOrder(t, s, "db-1")
-	o := waitStatus(t, s, "db-1", status.OrderConfirmed)
+	placeOrder(t, s, "db-0001")
+	o := waitStatus(t, s, "db-0001", status.OrderConfirmed)
 	assert.Equal(t, status.PaymentSuccess, o.PaymentStatus)
-	assert.Equal(t, 1, s.Sim.Stats().Orders["db-1"].CreateRequests)
+	assert.Equal(t, 1, s.Sim.Stats().Orders["db-0001"].CreateRequests)
 	assert.Equal(t, store.Stock{ProductID: "P1", Total: 5, Available: 3, Sold: 2}, stock(t, s))
 }
 
@@ -69,7 +69,7 @@ func TestOperatorCancelDuringReserveReleasesTheStock(t *testing.T) {
 	_, err = lock.Exec(ctx, `SELECT * FROM products WHERE product_id = 'P1' FOR UPDATE`)
 	require.NoError(t, err)
 
-	placeOrder(t, s, "res-1")
+	placeOrder(t, s, "res-0001")
 	testenv.Eventually(t, 30*time.Second, func() bool {
 		var waiting int
 		err := s.Store.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
@@ -77,25 +77,25 @@ func TestOperatorCancelDuringReserveReleasesTheStock(t *testing.T) {
 		return err == nil && waiting == 1
 	}, "Reserve blocked on the product row")
 
-	out, err := s.Starter(ctx, "cancel", "res-1", "--wait=false")
+	out, err := s.Starter(ctx, "cancel", "res-0001", "--wait=false")
 	require.NoError(t, err, out)
 	tc := temporalClient(t)
 	// Hold the lock until the workflow has handled the cancel and every
 	// activity it started because of it has finished: a workflow that does not
 	// wait for Reserve has compensated by then.
 	testenv.Eventually(t, 30*time.Second, func() bool {
-		return cancelHandled(t, tc, workflows.PaymentWorkflowID("res-1"))
+		return cancelHandled(t, tc, workflows.PaymentWorkflowID("res-0001"))
 	}, "cancel handled")
 	require.NoError(t, lock.Rollback(ctx))
 
-	run := tc.GetWorkflow(ctx, workflows.PaymentWorkflowID("res-1"), "")
+	run := tc.GetWorkflow(ctx, workflows.PaymentWorkflowID("res-0001"), "")
 	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	_ = run.Get(waitCtx, nil) // ends cancelled
 	// Reserve commits once the lock is gone, whatever the workflow did.
 	var o store.Order
 	testenv.Eventually(t, 10*time.Second, func() bool {
-		o, err = s.Store.GetOrder(ctx, "res-1")
+		o, err = s.Store.GetOrder(ctx, "res-0001")
 		return err == nil
 	}, "Reserve committed")
 	assert.Equal(t, status.OrderCancelled, o.Status)
@@ -161,7 +161,7 @@ func TestCallbackThatCannotBeDeliveredIsNotAcknowledged(t *testing.T) {
 // card (its callback is lost).
 func TestKeyedUnknownThenUnreachableIsStillLookedUp(t *testing.T) {
 	t.Parallel()
-	keyedUnknownThen(t, "key-1", map[string]any{"down": true})
+	keyedUnknownThen(t, "key-down", map[string]any{"down": true})
 }
 
 // The same with a 429 (rate limited, answered before the gateway looks at
@@ -234,18 +234,18 @@ func TestCancelDuringARejectedCreateReleasesTheStock(t *testing.T) {
 	_, err = conn.Exec(ctx, `SELECT pg_advisory_lock(4242)`)
 	require.NoError(t, err)
 
-	placeOrder(t, s, "rej-1")
+	placeOrder(t, s, "rej-0001")
 	testenv.Eventually(t, 30*time.Second, func() bool {
 		var waiting int
 		err := s.Store.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
 			WHERE datname = current_database() AND wait_event_type = 'Lock' AND wait_event = 'advisory'`).Scan(&waiting)
 		return err == nil && waiting == 1
 	}, "the create blocked as it starts")
-	out, err := s.Starter(ctx, "cancel", "rej-1", "--wait=false")
+	out, err := s.Starter(ctx, "cancel", "rej-0001", "--wait=false")
 	require.NoError(t, err, out)
 	tc := temporalClient(t)
 	testenv.Eventually(t, 5*time.Second, func() bool {
-		iter := tc.GetWorkflowHistory(ctx, workflows.PaymentWorkflowID("rej-1"), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		iter := tc.GetWorkflowHistory(ctx, workflows.PaymentWorkflowID("rej-0001"), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 		for iter.HasNext() {
 			e, err := iter.Next()
 			require.NoError(t, err)
@@ -260,9 +260,9 @@ func TestCancelDuringARejectedCreateReleasesTheStock(t *testing.T) {
 
 	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	werr := tc.GetWorkflow(waitCtx, workflows.PaymentWorkflowID("rej-1"), "").Get(waitCtx, nil)
+	werr := tc.GetWorkflow(waitCtx, workflows.PaymentWorkflowID("rej-0001"), "").Get(waitCtx, nil)
 	t.Logf("workflow ended: %v", werr)
-	o, err := s.Store.GetOrder(ctx, "rej-1")
+	o, err := s.Store.GetOrder(ctx, "rej-0001")
 	require.NoError(t, err)
 	assert.NoError(t, werr, "the refusal settles the order FAILED, cancel or not")
 	assert.Equal(t, status.OrderFailed, o.Status, "payment %s", o.PaymentStatus)

@@ -119,7 +119,7 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/callbacks/gateway", &callbackHandler{store: st, temporal: w.temporal, taskQueue: cfg.TaskQueue,
-		secret: []byte(cfg.GatewaySecret), metrics: w.Metrics, log: logger, now: time.Now})
+		secret: []byte(cfg.GatewaySecret), lookupMode: cfg.callbackAuth() == CallbackAuthLookup, metrics: w.Metrics, log: logger, now: time.Now})
 	mux.HandleFunc("GET /healthz", w.healthz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(w.Metrics.Registry, promhttp.HandlerOpts{}))
 	w.http = cfg.HTTPTimeouts.Server(mux)

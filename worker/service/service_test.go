@@ -91,7 +91,7 @@ func TestOrderConfirmedByARealCallback(t *testing.T) {
 		c.PollInitial, c.PollMax = time.Minute, time.Minute // only the callback can answer in time
 	})
 	setStock(t, s, 5)
-	out, err := s.Starter(context.Background(), "order", "--product", "P1", "--qty", "2", "--amount", "5000", "--order-id", "cb-1", "--wait", "--json")
+	out, err := s.Starter(context.Background(), "order", "--product", "P1", "--qty", "2", "--amount", "5000", "--order-id", "cb-0001", "--wait", "--json")
 	require.NoError(t, err, out)
 	var v cli.OrderView
 	require.NoError(t, json.Unmarshal([]byte(out), &v))
@@ -101,7 +101,7 @@ func TestOrderConfirmedByARealCallback(t *testing.T) {
 	assert.Nil(t, v.LastLookup, "no lookup was needed")
 	assert.Equal(t, store.Stock{ProductID: "P1", Total: 5, Available: 3, Sold: 2}, stock(t, s))
 	assert.Contains(t, metrics(t, s), `payguard_callbacks_total{code="200"} 1`)
-	assert.Equal(t, 1, s.Sim.Stats().Orders["cb-1"].CreateRequests)
+	assert.Equal(t, 1, s.Sim.Stats().Orders["cb-0001"].CreateRequests)
 }
 
 func TestOrderConfirmedByPollingWhenTheCallbackIsDropped(t *testing.T) {
@@ -110,7 +110,7 @@ func TestOrderConfirmedByPollingWhenTheCallbackIsDropped(t *testing.T) {
 	f.Callback.DropRate = 1
 	s := testenv.NewStack(t, f, nil)
 	setStock(t, s, 5)
-	out, err := s.Starter(context.Background(), "order", "--product", "P1", "--qty", "1", "--amount", "700", "--order-id", "poll-1", "--wait", "--json")
+	out, err := s.Starter(context.Background(), "order", "--product", "P1", "--qty", "1", "--amount", "700", "--order-id", "poll-0001", "--wait", "--json")
 	require.NoError(t, err, out)
 	var v cli.OrderView
 	require.NoError(t, json.Unmarshal([]byte(out), &v))
@@ -174,15 +174,15 @@ func TestCallbackEndpointAnswers(t *testing.T) {
 	t.Parallel()
 	s := testenv.NewStack(t, processing(time.Hour), func(c *service.Config) { c.PollInitial, c.PollMax = time.Minute, time.Minute })
 	setStock(t, s, 5)
-	placeOrder(t, s, "ep-1")
-	o := waitStatus(t, s, "ep-1", status.OrderPending)
+	placeOrder(t, s, "ep-0001")
+	o := waitStatus(t, s, "ep-0001", status.OrderPending)
 	events := func() int {
-		list, err := s.Store.Events(context.Background(), "ep-1")
+		list, err := s.Store.Events(context.Background(), "ep-0001")
 		require.NoError(t, err)
 		return len(list)
 	}
 	before, eventsBefore := o, events()
-	good := callbackBody("ep-1", o.TransactionKey, gateway.StatusSuccess, o.Amount)
+	good := callbackBody("ep-0001", o.TransactionKey, gateway.StatusSuccess, o.Amount)
 	now := time.Now()
 
 	code, _ := postCallback(t, s, good, "forged-secret", now)
@@ -193,9 +193,9 @@ func TestCallbackEndpointAnswers(t *testing.T) {
 	assert.Equal(t, 401, code, "timestamp from the future")
 	code, _ = postCallback(t, s, []byte(`{"orderId":`), testenv.Secret, now)
 	assert.Equal(t, 400, code, "malformed")
-	code, _ = postCallback(t, s, []byte(`{"orderId":"ep-1","transactionKey":"k","amount":5000,"status":"SUCCESS","extra":1}`), testenv.Secret, now)
+	code, _ = postCallback(t, s, []byte(`{"orderId":"ep-0001","transactionKey":"k","amount":5000,"status":"SUCCESS","extra":1}`), testenv.Secret, now)
 	assert.Equal(t, 400, code, "unknown field")
-	code, _ = postCallback(t, s, callbackBody("ep-1", "k", "MAYBE", 5000), testenv.Secret, now)
+	code, _ = postCallback(t, s, callbackBody("ep-0001", "k", "MAYBE", 5000), testenv.Secret, now)
 	assert.Equal(t, 400, code, "unknown status")
 	code, _ = postCallback(t, s, callbackBody("ep\x001", "k", gateway.StatusSuccess, 5000), testenv.Secret, now)
 	assert.Equal(t, 400, code, "an order id outside the id rule (NUL byte)")
@@ -205,11 +205,11 @@ func TestCallbackEndpointAnswers(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, 405, resp.StatusCode, "wrong method")
-	huge := []byte(`{"orderId":"ep-1","reason":"` + strings.Repeat("x", 70<<10) + `"}`)
+	huge := []byte(`{"orderId":"ep-0001","reason":"` + strings.Repeat("x", 70<<10) + `"}`)
 	code, _ = postCallback(t, s, huge, testenv.Secret, now)
 	assert.Equal(t, 413, code, "too large")
 
-	after, err := s.Store.GetOrder(context.Background(), "ep-1")
+	after, err := s.Store.GetOrder(context.Background(), "ep-0001")
 	require.NoError(t, err)
 	assert.Equal(t, before, after, "refused callbacks changed nothing")
 	assert.Equal(t, eventsBefore, events())
@@ -217,12 +217,12 @@ func TestCallbackEndpointAnswers(t *testing.T) {
 	code, answer := postCallback(t, s, good, testenv.Secret, now)
 	assert.Equal(t, 200, code)
 	assert.True(t, answer.Accepted)
-	waitStatus(t, s, "ep-1", status.OrderConfirmed)
+	waitStatus(t, s, "ep-0001", status.OrderConfirmed)
 
 	code, answer = postCallback(t, s, good, testenv.Secret, now)
 	assert.Equal(t, 200, code)
 	assert.False(t, answer.Accepted, "the order is already settled")
-	list, err := s.Store.Events(context.Background(), "ep-1")
+	list, err := s.Store.Events(context.Background(), "ep-0001")
 	require.NoError(t, err)
 	assert.Equal(t, store.KindCallback, list[len(list)-1].Kind, "the late callback is recorded")
 
@@ -259,10 +259,10 @@ func TestMetricsShowTheBreakerOpeningWhenTheGatewayIsDown(t *testing.T) {
 	s := testenv.NewStack(t, processing(time.Hour), func(c *service.Config) { c.PollInitial, c.PollMax = 200*time.Millisecond, 200*time.Millisecond })
 	setStock(t, s, 10)
 	for i := range 3 {
-		placeOrder(t, s, fmt.Sprintf("brk-%d", i), "--qty", "1")
+		placeOrder(t, s, fmt.Sprintf("brk-%04d", i), "--qty", "1")
 	}
 	for i := range 3 {
-		waitStatus(t, s, fmt.Sprintf("brk-%d", i), status.OrderPending)
+		waitStatus(t, s, fmt.Sprintf("brk-%04d", i), status.OrderPending)
 	}
 	assert.Contains(t, metrics(t, s), `payguard_breaker_state{breaker="gateway-lookup"} 0`)
 	testenv.PatchFaults(t, s.Sim, map[string]any{"down": true})
@@ -274,7 +274,7 @@ func TestMetricsShowTheBreakerOpeningWhenTheGatewayIsDown(t *testing.T) {
 	assert.Contains(t, m, `payguard_gateway_calls_total{endpoint="lookup",outcome="unreachable"}`)
 	assert.Contains(t, m, `temporal_`, "the SDK's own metrics are exported")
 	for i := range 3 {
-		o, err := s.Store.GetOrder(context.Background(), fmt.Sprintf("brk-%d", i))
+		o, err := s.Store.GetOrder(context.Background(), fmt.Sprintf("brk-%04d", i))
 		require.NoError(t, err)
 		assert.Equal(t, status.OrderPending, o.Status, "an open breaker fails no payment")
 	}
@@ -341,11 +341,11 @@ func TestSecondStartOfTheSameOrderIsRefused(t *testing.T) {
 	t.Parallel()
 	s := testenv.NewStack(t, processing(time.Hour), nil)
 	setStock(t, s, 5)
-	placeOrder(t, s, "dup-1")
-	_, err := s.Starter(context.Background(), "order", "--product", "P1", "--amount", "5000", "--order-id", "dup-1")
+	placeOrder(t, s, "dup-0001")
+	_, err := s.Starter(context.Background(), "order", "--product", "P1", "--amount", "5000", "--order-id", "dup-0001")
 	assert.ErrorContains(t, err, "already placed")
-	waitStatus(t, s, "dup-1", status.OrderPending)
-	assert.Equal(t, 1, s.Sim.Stats().Orders["dup-1"].CreateRequests)
+	waitStatus(t, s, "dup-0001", status.OrderPending)
+	assert.Equal(t, 1, s.Sim.Stats().Orders["dup-0001"].CreateRequests)
 }
 
 func TestLoadCommandSummarises(t *testing.T) {
