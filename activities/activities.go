@@ -234,6 +234,7 @@ func (a *Activities) report(ctx context.Context, in RequestInput, at store.Attem
 
 // LookupPayment asks the gateway what it knows, through the breaker.
 func (a *Activities) LookupPayment(ctx context.Context, in LookupInput) (LookupResult, error) {
+	ctx = gateway.WithUser(ctx, in.UserID)
 	endpoint := "lookup"
 	if in.TransactionKey == "" {
 		endpoint = "lookup-by-order"
@@ -277,6 +278,7 @@ func (a *Activities) LookupPayment(ctx context.Context, in LookupInput) (LookupR
 // CancelPayments cancels the order's transactions at the gateway. It fails
 // (and is retried) until every cancel is acknowledged.
 func (a *Activities) CancelPayments(ctx context.Context, in CancelInput) (CancelResult, error) {
+	ctx = gateway.WithUser(ctx, in.UserID)
 	keys := append([]string(nil), in.TransactionKeys...)
 	if in.SearchByOrder {
 		start := time.Now()

@@ -84,6 +84,10 @@ type RequestFailure struct {
 type LookupInput struct {
 	OrderID        string `json:"orderId"`
 	TransactionKey string `json:"transactionKey,omitempty"`
+	// UserID is the order's user, named in the lookup: a gateway that
+	// scopes transactions by user finds nothing under another ("" is the
+	// client's default user).
+	UserID string `json:"userId,omitempty"`
 }
 
 // LookupResult lists the order's transactions at the gateway.
@@ -94,6 +98,7 @@ type LookupResult struct {
 // CancelInput cancels an order's transactions at the gateway.
 type CancelInput struct {
 	OrderID         string   `json:"orderId"`
+	UserID          string   `json:"userId,omitempty"` // the order's user, as in LookupInput
 	TransactionKeys []string `json:"transactionKeys,omitempty"`
 	// SearchByOrder also cancels transactions the workflow never learned of,
 	// found by order id: needed after an unknown create outcome.

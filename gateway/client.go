@@ -118,8 +118,12 @@ func (c *Client) CreatePayment(ctx context.Context, req CreateRequest, userID, i
 
 // Payment looks a transaction up by its key.
 func (c *Client) Payment(ctx context.Context, transactionKey string) (Transaction, error) {
+	headers, err := c.user(ctx, "lookup")
+	if err != nil {
+		return Transaction{}, err
+	}
 	var info TransactionInfo
-	_, err := c.do(ctx, "lookup", http.MethodGet, "/api/v1/payments/"+url.PathEscape(transactionKey), c.user(), nil, &info)
+	_, err = c.do(ctx, "lookup", http.MethodGet, "/api/v1/payments/"+url.PathEscape(transactionKey), headers, nil, &info)
 	return info.Transaction(), err
 }
 
@@ -129,8 +133,12 @@ func (c *Client) PaymentsByOrder(ctx context.Context, orderID string) (OrderTran
 	if err := ids.CheckOrder(orderID); err != nil {
 		return OrderTransactions{}, &Error{Class: ErrInvalidRequest, Op: "lookup-by-order", Err: err}
 	}
+	headers, err := c.user(ctx, "lookup-by-order")
+	if err != nil {
+		return OrderTransactions{}, err
+	}
 	var info OrderInfo
-	if _, err := c.do(ctx, "lookup-by-order", http.MethodGet, "/api/v1/payments?orderId="+url.QueryEscape(orderID), c.user(), nil, &info); err != nil {
+	if _, err := c.do(ctx, "lookup-by-order", http.MethodGet, "/api/v1/payments?orderId="+url.QueryEscape(orderID), headers, nil, &info); err != nil {
 		return OrderTransactions{}, err
 	}
 	return info.OrderTransactions(), nil
@@ -139,14 +147,38 @@ func (c *Client) PaymentsByOrder(ctx context.Context, orderID string) (OrderTran
 // Cancel cancels a transaction (a refund when it had succeeded). Cancelling
 // twice answers the same.
 func (c *Client) Cancel(ctx context.Context, transactionKey string) (Transaction, error) {
+	headers, err := c.user(ctx, "cancel")
+	if err != nil {
+		return Transaction{}, err
+	}
 	var info TransactionInfo
-	_, err := c.do(ctx, "cancel", http.MethodPost, "/api/v1/payments/"+url.PathEscape(transactionKey)+"/cancel", c.user(), nil, &info)
+	_, err = c.do(ctx, "cancel", http.MethodPost, "/api/v1/payments/"+url.PathEscape(transactionKey)+"/cancel", headers, nil, &info)
 	return info.Transaction(), err
 }
 
-// user is the X-USER-ID header of calls that name no user: the simulator's
-// document requires the header on every endpoint, not only on create.
-func (c *Client) user() http.Header { return http.Header{"X-User-Id": {c.userID}} }
+type userKey struct{}
+
+// WithUser makes the lookups and cancels made with ctx name userID in
+// X-USER-ID. The Loopers simulator scopes transactions to the user who paid:
+// a lookup under another user finds nothing, and "nothing found" is what
+// authorises a re-send — so calls about an order name the order's user.
+func WithUser(ctx context.Context, userID string) context.Context {
+	return context.WithValue(ctx, userKey{}, userID)
+}
+
+// user is the X-USER-ID header of a lookup or cancel: the user named by
+// WithUser, else the client's default. The simulator's document requires
+// the header on every endpoint, not only on create.
+func (c *Client) user(ctx context.Context, op string) (http.Header, error) {
+	userID, _ := ctx.Value(userKey{}).(string)
+	if userID == "" {
+		userID = c.userID
+	}
+	if err := ids.CheckUser(userID); err != nil {
+		return nil, &Error{Class: ErrInvalidRequest, Op: op, Err: err}
+	}
+	return http.Header{"X-User-Id": {userID}}, nil
+}
 
 // do sends one request and classifies its failure. Whether a connection was
 // ever obtained is what separates "never reached" from "outcome unknown":

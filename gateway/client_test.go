@@ -202,6 +202,33 @@ func TestCreateSendsHeadersAndReadsReplay(t *testing.T) {
 	assert.Equal(t, gateway.Created{TransactionKey: "T1", OrderID: "o1", Status: "PENDING", Replayed: true}, got)
 }
 
+// Lookups and cancels name the user the context carries (the order's), or
+// the client's default; a user outside the id rule is refused unsent.
+func TestLookupsAndCancelsNameTheOrdersUser(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Header.Get("X-USER-ID"))
+		mu.Unlock()
+		_, _ = w.Write([]byte(`{"meta":{"result":"SUCCESS","errorCode":null,"message":null},"data":{"orderId":"order-1","transactions":[]}}`))
+	}))
+	t.Cleanup(srv.Close)
+	c := client(t, srv.URL)
+	ctx := gateway.WithUser(context.Background(), "buyer-7")
+	_, err := c.PaymentsByOrder(ctx, "order-1")
+	require.NoError(t, err)
+	_, _ = c.Payment(ctx, "T1")
+	_, _ = c.Cancel(ctx, "T1")
+	_, err = c.PaymentsByOrder(context.Background(), "order-1")
+	require.NoError(t, err)
+	mu.Lock()
+	assert.Equal(t, []string{"buyer-7", "buyer-7", "buyer-7", "payguard"}, seen)
+	mu.Unlock()
+	_, err = c.PaymentsByOrder(gateway.WithUser(context.Background(), "bad\ruser"), "order-1")
+	assert.ErrorIs(t, err, gateway.ErrInvalidRequest)
+}
+
 func TestNewRejectsBadURL(t *testing.T) {
 	for _, u := range []string{"", "127.0.0.1:8090", "ftp://x", "http://"} {
 		_, err := gateway.New(gateway.Config{BaseURL: u})

@@ -26,7 +26,7 @@ const (
 // poll asks the gateway, through the worker's breaker, what it knows;
 // byOrder asks for all the order's transactions even when one key is known.
 func (p *payment) poll(ctx workflow.Context, byOrder bool) {
-	in := activities.LookupInput{OrderID: p.in.OrderID, TransactionKey: p.state.TransactionKey}
+	in := activities.LookupInput{OrderID: p.in.OrderID, TransactionKey: p.state.TransactionKey, UserID: p.userForGateway()}
 	summary := fmt.Sprintf("Look up payment %s of order %s (amount %d)", in.TransactionKey, p.in.OrderID, p.in.Amount)
 	if byOrder {
 		in.TransactionKey = ""

@@ -84,6 +84,7 @@ type State struct {
 // RefundInput refunds a charge that landed after its order gave up.
 type RefundInput struct {
 	OrderID        string `json:"orderId"`
+	UserID         string `json:"userId,omitempty"` // the order's user, named in the cancel
 	TransactionKey string `json:"transactionKey"`
 	Amount         int64  `json:"amount"`
 	Cause          string `json:"cause"`

@@ -257,6 +257,15 @@ func (p *payment) track(key string) {
 	}
 }
 
+// userForGateway is the user the order's lookups and cancels name (runs
+// before versionMoneySafety named the client's default user).
+func (p *payment) userForGateway() string {
+	if p.v < moneySafe {
+		return ""
+	}
+	return p.in.UserID
+}
+
 // setStatus updates the query state and the search attributes together.
 // A final order status never moves.
 func (p *payment) setStatus(ctx workflow.Context, order status.Order, pay status.Payment) {

@@ -27,7 +27,7 @@ func (w *Workflows) Refund(ctx workflow.Context, in RefundInput) (activities.Can
 	})
 	var res activities.CancelResult
 	if err := workflow.ExecuteActivity(gatewayCtx, a.CancelPayments,
-		activities.CancelInput{OrderID: in.OrderID, TransactionKeys: []string{in.TransactionKey}}).Get(ctx, &res); err != nil {
+		activities.CancelInput{OrderID: in.OrderID, UserID: in.UserID, TransactionKeys: []string{in.TransactionKey}}).Get(ctx, &res); err != nil {
 		return res, err
 	}
 	storeCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{

@@ -109,7 +109,7 @@ func (p *payment) cancelAtGateway(ctx workflow.Context, keys []string, searchByO
 	}
 	var res activities.CancelResult
 	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), a.CancelPayments,
-		activities.CancelInput{OrderID: p.in.OrderID, TransactionKeys: keys, SearchByOrder: searchByOrder}).Get(ctx, &res)
+		activities.CancelInput{OrderID: p.in.OrderID, UserID: p.userForGateway(), TransactionKeys: keys, SearchByOrder: searchByOrder}).Get(ctx, &res)
 	for _, tx := range res.Transactions {
 		p.compensated = append(p.compensated, tx.TransactionKey)
 		p.track(tx.TransactionKey)

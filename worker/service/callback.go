@@ -139,7 +139,7 @@ func (h *callbackHandler) settled(ctx context.Context, w http.ResponseWriter, or
 	refund := cb.Status == gateway.StatusSuccess &&
 		!(order.Status == status.OrderConfirmed && order.TransactionKey == cb.TransactionKey)
 	if refund {
-		in := workflows.RefundInput{OrderID: order.OrderID, TransactionKey: cb.TransactionKey, Amount: cb.Amount,
+		in := workflows.RefundInput{OrderID: order.OrderID, UserID: order.UserID, TransactionKey: cb.TransactionKey, Amount: cb.Amount,
 			Cause: "SUCCESS callback after the order was " + string(order.Status), MarkPayment: order.Status != status.OrderConfirmed}
 		_, err := h.temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 			ID: workflows.RefundWorkflowID(order.OrderID, cb.TransactionKey), TaskQueue: h.taskQueue,
