@@ -4,7 +4,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
+
+	"github.com/payguard/payguard/chaos/stack"
 )
 
 // Fault kinds of a schedule.
@@ -72,6 +75,16 @@ func Plan(seed uint64, duration time.Duration, links []string, workers int) []Fa
 	for class := range 5 {
 		plan = append(plan, draw(class))
 	}
+	// A link fault that overlaps a fault cutting one of the link's ends is
+	// drawn again (bounded), and dropped if it cannot be placed.
+	placeLinkFaults := func() {
+		for i := range plan {
+			for try := 0; isLink(plan[i].Kind) && overlapsACut(plan[i], plan) && try < 20; try++ {
+				plan[i] = draw(0)
+			}
+		}
+		plan = slices.DeleteFunc(plan, func(f Fault) bool { return isLink(f.Kind) && overlapsACut(f, plan) })
+	}
 	restarts, maxRestarts := 1, max(1, int(d/60))
 	for n := max(5, int(d/4)); len(plan) < n; {
 		// Weights: links 45%, pgsim 30%, worker crash 10%, PostgreSQL 10%, Temporal 5%.
@@ -96,6 +109,7 @@ func Plan(seed uint64, duration time.Duration, links []string, workers int) []Fa
 		}
 		plan = append(plan, draw(class))
 	}
+	placeLinkFaults()
 	slices.SortStableFunc(plan, func(a, b Fault) int {
 		switch {
 		case a.At < b.At:
@@ -111,6 +125,41 @@ func Plan(seed uint64, duration time.Duration, links []string, workers int) []Fa
 		plan[i].For = round1(plan[i].For)
 	}
 	return plan
+}
+
+func isLink(kind string) bool { return slices.Contains(linkKinds, kind) }
+
+// cuts reports whether fault k kills the connections of link: a restart or
+// kill of one of its ends. Toxiproxy cannot always take a toxic off a link
+// whose connections died under it — RemoveToxic blocks for ever on the dead
+// sink while holding the link's lock (Shopify/toxiproxy#558), which once
+// wedged the worker→Temporal link for the rest of a run. So a link fault
+// never overlaps such a fault on the same link.
+func cuts(k Fault, link string) bool {
+	switch k.Kind {
+	case TemporalRestart:
+		return link == stack.LinkTemporal
+	case PgsimDown:
+		return link == stack.LinkGateway || strings.HasPrefix(link, stack.LinkCallbackPrefix)
+	case PostgresTerminate:
+		return link == stack.LinkPostgres
+	case WorkerKill:
+		// The worker links are shared by both workers; a callback link is one
+		// worker's.
+		return !strings.HasPrefix(link, stack.LinkCallbackPrefix) || link == stack.LinkCallbackPrefix+strings.TrimPrefix(k.Target, "worker")
+	}
+	return false
+}
+
+// overlapsACut: some fault of the plan cuts f's link while f is on it (a
+// second of margin each side).
+func overlapsACut(f Fault, plan []Fault) bool {
+	for _, k := range plan {
+		if cuts(k, f.Target) && k.At <= f.At+f.For+1 && f.At <= k.At+k.For+1 {
+			return true
+		}
+	}
+	return false
 }
 
 func round1(v float64) float64 { return float64(int(v*10+0.5)) / 10 }
