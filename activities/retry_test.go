@@ -2,6 +2,8 @@ package activities_test
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -219,4 +221,31 @@ func TestCancelOrderRefundsAPaymentStillRequested(t *testing.T) {
 	assert.Equal(t, status.OrderCancelled, o.Status)
 	assert.Equal(t, status.PaymentRefunded, o.PaymentStatus)
 	assert.Equal(t, "RELEASED", o.Reservation)
+}
+
+// A 200 SUCCESS envelope whose data names no transaction key is an unknown
+// outcome, never an ACCEPTED attempt with no key.
+func TestAcceptedWithoutAKeyIsAnUnknownOutcome(t *testing.T) {
+	r := newRig(t, quiet(), activities.DefaultBreakerSettings(), false)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte(`{"meta":{"result":"SUCCESS","errorCode":null,"message":null},"data":{}}`))
+	}))
+	t.Cleanup(srv.Close)
+	client, err := gateway.New(gateway.Config{BaseURL: srv.URL, ConnectTimeout: 300 * time.Millisecond, ReadTimeout: 300 * time.Millisecond})
+	require.NoError(t, err)
+	acts := activities.New(r.store, client, r.breaker, activities.Config{CallbackURL: "http://127.0.0.1:1/cb"}, nil)
+	r.env.RegisterActivity(acts)
+	r.reserve(t, "order-1")
+	v, err := r.env.ExecuteActivity(acts.RequestPayment, request("order-1"))
+	if err == nil {
+		var res activities.RequestResult
+		require.NoError(t, v.Get(&res))
+		o := r.payment(t, "order-1")
+		t.Logf("result %+v; attempt %+v; order %s/%s key %q", res, r.attempts(t, "order-1")[0].Outcome, o.Status, o.PaymentStatus, o.TransactionKey)
+		assert.NotEqual(t, store.OutcomeAccepted, r.attempts(t, "order-1")[0].Outcome, "accepted with no transaction key")
+		assert.NotEqual(t, status.PaymentPending, o.PaymentStatus)
+		return
+	}
+	kind, _ := appError(t, err)
+	assert.Equal(t, activities.ErrGatewayOutcomeUnknown, kind)
 }

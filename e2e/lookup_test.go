@@ -52,25 +52,28 @@ func TestLookupModeForgedUnsignedSuccessConfirmsNothing(t *testing.T) {
 	placeOrder(t, s, id, "P1", 2)
 	o := waitOrder(t, s, id, status.OrderPending, 30*time.Second)
 
-	// The order's own key and a key the gateway never issued, both claiming SUCCESS.
-	for i, key := range []string{o.TransactionKey, "20990101:TR:f0f0f0"} {
-		before := s.Sim.Stats().Requests["lookup"]
+	// The order's own key and a key the gateway never issued, both claiming
+	// SUCCESS. The first brings a lookup forward; the second, before the
+	// next poll, is dropped (a hint never adds more than one lookup between
+	// two polls). Neither decides anything.
+	before := s.Sim.Stats().Requests["lookup"]
+	for _, key := range []string{o.TransactionKey, "20990101:TR:f0f0f0"} {
 		code, answer := postUnsigned(t, s, gateway.TransactionInfo{TransactionKey: key, OrderID: id, CardType: "KB",
 			CardNo: "1234-5678-9012-3456", Amount: 5000, Status: gateway.StatusSuccess})
 		require.Equal(t, http.StatusOK, code, "%+v", answer)
 		assert.True(t, answer.Accepted, "taken as a hint")
-		testenv.Eventually(t, 15*time.Second, func() bool { return s.Sim.Stats().Requests["lookup"] > before },
-			"the hint's lookup reached the gateway")
-		testenv.Eventually(t, 15*time.Second, func() bool {
-			st := workflowState(t, s, id)
-			return st.LastLookup != nil && st.LastLookup.Result == gateway.StatusPending
-		}, "the gateway's answer, PENDING, recorded")
-		got, err := s.Store.GetOrder(t.Context(), id)
-		require.NoError(t, err)
-		assert.Equal(t, status.OrderPending, got.Status, "hint %d", i)
-		assert.Equal(t, status.PaymentPending, got.PaymentStatus, "hint %d", i)
-		assert.Equal(t, store.Stock{ProductID: "P1", Total: 5, Available: 3, Reserved: 2}, stockOf(t, s, "P1"), "no stock sold")
 	}
+	testenv.Eventually(t, 15*time.Second, func() bool { return s.Sim.Stats().Requests["lookup"] > before },
+		"the hint's lookup reached the gateway")
+	testenv.Eventually(t, 15*time.Second, func() bool {
+		st := workflowState(t, s, id)
+		return st.LastLookup != nil && st.LastLookup.Result == gateway.StatusPending
+	}, "the gateway's answer, PENDING, recorded")
+	got, err := s.Store.GetOrder(t.Context(), id)
+	require.NoError(t, err)
+	assert.Equal(t, status.OrderPending, got.Status)
+	assert.Equal(t, status.PaymentPending, got.PaymentStatus)
+	assert.Equal(t, store.Stock{ProductID: "P1", Total: 5, Available: 3, Reserved: 2}, stockOf(t, s, "P1"), "no stock sold")
 }
 
 func TestLookupModeRealUnsignedCallbackConfirmsThroughALookup(t *testing.T) {
@@ -99,6 +102,9 @@ func TestLookupModeOpenBreakerMakesTheHintWait(t *testing.T) {
 	t.Parallel()
 	s := testenv.NewStack(t, quietSlow(), func(c *service.Config) {
 		lookupMode(c)
+		// Polls every 3 s: after the hint whose lookup the breaker refused,
+		// the next lookup is a poll's (or a hint's, once a poll has run).
+		c.PollInitial, c.PollMax = 3*time.Second, 3*time.Second
 		// One failed lookup opens the breaker.
 		c.Breaker = activities.BreakerSettings{Window: 10 * time.Second, MinCalls: 1, FailureRate: 0.5, OpenFor: 2 * time.Second, HalfOpenCalls: 1}
 	})
@@ -125,7 +131,7 @@ func TestLookupModeOpenBreakerMakesTheHintWait(t *testing.T) {
 	assert.Equal(t, store.Stock{ProductID: "P1", Total: 5, Available: 3, Reserved: 2}, stockOf(t, s, "P1"))
 
 	// The gateway recovers and the breaker lets a trial through: the next
-	// hint's lookup sees the SUCCESS, and that decides.
+	// lookup (a poll's, or the hint's) sees the SUCCESS, and that decides.
 	testenv.PatchFaults(t, s.Sim, map[string]any{"lookup": map[string]any{"errorRate": 0}})
 	testenv.Eventually(t, 10*time.Second, func() bool { return s.Worker.Breaker.State() != gobreaker.StateOpen }, "breaker no longer open")
 	code, _ = postUnsigned(t, s, hint)

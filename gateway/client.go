@@ -68,7 +68,12 @@ func New(cfg Config) (*Client, error) {
 		MaxIdleConnsPerHost:   100,
 		IdleConnTimeout:       90 * time.Second,
 	}
-	return &Client{base: base, userID: cfg.UserID, read: cfg.ReadTimeout, http: &http.Client{Transport: transport}}, nil
+	// A redirect is not followed: the first request reached a gateway, so
+	// whatever the redirect's target does, a 3xx is "outcome unknown" —
+	// following it could turn a refused dial there into "never reached".
+	noRedirects := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &Client{base: base, userID: cfg.UserID, read: cfg.ReadTimeout,
+		http: &http.Client{Transport: transport, CheckRedirect: noRedirects}}, nil
 }
 
 // Close drops idle connections.
@@ -111,6 +116,11 @@ func (c *Client) CreatePayment(ctx context.Context, req CreateRequest, userID, i
 	resp, err := c.do(ctx, "create", http.MethodPost, "/api/v1/payments", headers, body, &data)
 	if err != nil {
 		return Created{}, err
+	}
+	if data.TransactionKey == "" {
+		// A 2xx that names no transaction is an answer we cannot read: the
+		// gateway may hold one, so the outcome is unknown — never "accepted".
+		return Created{}, &Error{Class: ErrOutcomeUnknown, Op: "create", StatusCode: resp.StatusCode, Message: "answer names no transactionKey"}
 	}
 	return Created{TransactionKey: data.TransactionKey, OrderID: req.OrderID, Status: data.Status,
 		Replayed: resp.Header.Get("Idempotent-Replayed") == "true"}, nil

@@ -128,6 +128,9 @@ func (p *payment) countAttempts(tries, recorded int) {
 // passed and the gateway still knows no transaction of this order — so it
 // never took the request, and sending again cannot charge twice.
 func (p *payment) resendDue(ctx workflow.Context) bool {
+	if p.v >= moneySafe && p.unknownSince.IsZero() {
+		return false // no create's outcome was ever unknown: nothing to re-send
+	}
 	return p.state.TransactionKey == "" && len(p.keys) == 0 &&
 		p.state.LastLookup != nil && p.state.LastLookup.Result == lookupNotFound &&
 		workflow.Now(ctx).Sub(p.unknownSince) >= p.tuning.UnknownGrace &&

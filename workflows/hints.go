@@ -31,6 +31,15 @@ func (p *payment) onHint(ctx workflow.Context, c workflow.ReceiveChannel) {
 	if len(hints) == 0 || workflow.GetVersion(ctx, lookupHintChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		return
 	}
+	// Anyone can send hints, at any rate: a hint brings the next lookup
+	// forward, it never adds lookups beyond one between two regular polls,
+	// so a flood costs the gateway, the breaker and the history at most what
+	// polling twice as often would. Hints in between are dropped; the regular
+	// polls go on.
+	if p.hintLooked {
+		return
+	}
+	p.hintLooked = true
 	// A key the workflow does not track may be a create it never heard
 	// back from: ask for all the order's transactions. The answer lists
 	// only this order's, so a forged key cannot bring in anything else.

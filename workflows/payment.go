@@ -79,6 +79,7 @@ type payment struct {
 	outcome        *gateway.Transaction // the first definitive answer
 	compensated    []string             // transactions cancelled by compensation
 	resends        int                  // re-sends authorised so far
+	hintLooked     bool                 // a lookup hint was looked up since the last regular poll (hints.go)
 
 	// v is the run's code version: runs started before the money-safety
 	// fixes replay on the code they ran (see versionMoneySafety).
@@ -236,7 +237,13 @@ func (p *payment) await(ctx workflow.Context) awaitEnd {
 		case p.outcome != nil:
 		case deadlineDue:
 			return endDeadline
+		case p.v >= moneySafe && !workflow.Now(ctx).Before(p.state.Deadline):
+			// The selector takes the first ready case in the order added: a
+			// stream of signals (forged hints) arriving faster than their
+			// lookups end would otherwise never let the deadline be picked.
+			return endDeadline
 		case pollDue:
+			p.hintLooked = false
 			p.poll(ctx, false)
 			if p.outcome == nil && p.resendDue(ctx) {
 				p.resend(ctx)
