@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -72,10 +71,18 @@ func readGateway(ctx context.Context, p *stack.Pgsim) (map[string]check.GatewayO
 	if err := adminCall(ctx, http.MethodGet, p.AdminURL+"/admin/stats", nil, &stats); err != nil {
 		return nil, err
 	}
+	// The transactions are read with payguard's own gateway client, which
+	// speaks the wire format; the checker compares statuses, never amounts
+	// (a lookup by order lists none).
+	gw, err := gateway.New(gateway.Config{BaseURL: p.GatewayURL, ReadTimeout: 10 * time.Second})
+	if err != nil {
+		return nil, err
+	}
+	defer gw.Close()
 	out := map[string]check.GatewayOrder{}
 	for id, s := range stats.Orders {
-		var txs gateway.OrderTransactions
-		if err := adminCall(ctx, http.MethodGet, p.GatewayURL+"/api/v1/payments?orderId="+url.QueryEscape(id), nil, &txs); err != nil {
+		txs, err := gw.PaymentsByOrder(ctx, id)
+		if err != nil {
 			return nil, fmt.Errorf("transactions of %s: %w", id, err)
 		}
 		out[id] = check.GatewayOrder{CreateRequests: s.CreateRequests, Transactions: txs.Transactions}

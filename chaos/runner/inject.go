@@ -172,7 +172,7 @@ func patchFaults(ctx context.Context, adminURL string, patch map[string]any) err
 	return adminCall(ctx, http.MethodPatch, adminURL+"/admin/faults", patch, nil)
 }
 
-// adminCall is one JSON call to pgsim's admin API (or any JSON GET).
+// adminCall is one JSON call to pgsim's admin API.
 func adminCall(ctx context.Context, method, url string, body, out any) error {
 	var r *bytes.Reader
 	if body != nil {
@@ -201,7 +201,14 @@ func adminCall(ctx context.Context, method, url string, body, out any) error {
 		return fmt.Errorf("%s %s: HTTP %d %s", method, url, resp.StatusCode, strings.TrimSpace(string(msg)))
 	}
 	if out != nil {
-		return json.NewDecoder(resp.Body).Decode(out)
+		// pgsim answers in the gateway's envelope; the answer is its data.
+		var env struct {
+			Data json.RawMessage `json:"data"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&env); err != nil {
+			return fmt.Errorf("%s %s: %w", method, url, err)
+		}
+		return json.Unmarshal(env.Data, out)
 	}
 	return nil
 }
