@@ -23,7 +23,6 @@ import (
 	"github.com/payguard/payguard/config"
 	"github.com/payguard/payguard/starter/cli"
 	"github.com/payguard/payguard/store"
-	"github.com/payguard/payguard/workflows"
 )
 
 // Ports of the local stack (docs/design.md §4–6 defaults).
@@ -139,7 +138,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	say("Stack is up. Temporal UI: http://%s  (filter: OrderStatus=\"CANCELLED\")", uiAddr)
 	say("Outage scenario: %.0f orders/s for %s; gateway down at T+%s, back at T+%s.", o.Rate, o.Duration, o.DownAt, o.UpAt)
 	scenario := Scenario{
-		Load: cli.LoadConfig{Rate: o.Rate, Duration: o.Duration, Products: products, TaskQueue: workflows.TaskQueue,
+		Load: cli.LoadConfig{Rate: o.Rate, Duration: o.Duration, Products: products, TaskQueue: config.DefaultTaskQueue,
 			Order:       cli.OrderFlags{Qty: 1, Amount: 12_000, User: "demo-user", CardType: "SAMSUNG", CardNo: "1234-5678-9814-1451", Deadline: o.Deadline},
 			WaitTimeout: o.Deadline + time.Minute},
 		DownAt: o.DownAt, UpAt: o.UpAt, AdminURL: "http://" + adminAddr, MetricsURL: "http://" + workerAddr + "/metrics", Say: say,
