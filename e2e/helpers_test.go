@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/payguard/payguard/activities"
 	"github.com/payguard/payguard/internal/testenv"
 	"github.com/payguard/payguard/pgsim/simulator"
 	"github.com/payguard/payguard/starter/cli"
@@ -75,7 +76,7 @@ func transitions(t *testing.T, s *testenv.Stack) map[string]float64 {
 	require.NoError(t, err)
 	out := map[string]float64{}
 	for k, v := range m {
-		out[strings.TrimPrefix(k, "gateway-lookup|")] = v
+		out[strings.TrimPrefix(k, activities.LookupBreakerName+"|")] = v
 	}
 	return out
 }

@@ -8,9 +8,12 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/sony/gobreaker/v2"
+
 	"github.com/payguard/payguard/internal/promtext"
 	"github.com/payguard/payguard/pgsim/simulator"
 	"github.com/payguard/payguard/starter/cli"
+	"github.com/payguard/payguard/worker/metrics"
 )
 
 // Report is the demo's result: what the article measured, and the money.
@@ -62,11 +65,11 @@ func BuildReport(sum cli.LoadSummary, events []GatewayEvent, stats simulator.Sta
 		}
 	}
 	for _, c := range sum.BreakerChanges {
-		if c.To == "open" && down != nil && r.OutageToOpen == nil && c.Offset >= *down {
+		if c.To == gobreaker.StateOpen.String() && down != nil && r.OutageToOpen == nil && c.Offset >= *down {
 			v := round1(c.Offset - *down)
 			r.OutageToOpen = &v
 		}
-		if c.To == "closed" && up != nil && r.RecoveryToClose == nil && c.Offset >= *up {
+		if c.To == gobreaker.StateClosed.String() && up != nil && r.RecoveryToClose == nil && c.Offset >= *up {
 			v := round1(c.Offset - *up)
 			r.RecoveryToClose = &v
 		}
@@ -76,7 +79,7 @@ func BuildReport(sum cli.LoadSummary, events []GatewayEvent, stats simulator.Sta
 		if o.StartError != "" {
 			continue
 		}
-		if o.BreakerAtFire == "closed" {
+		if o.BreakerAtFire == gobreaker.StateClosed.String() {
 			closed = append(closed, o.StartMillis)
 		} else {
 			open = append(open, o.StartMillis)
@@ -152,7 +155,7 @@ func secs(v *float64) string {
 // ScrapeLookupLatency reads the worker's lookup histogram: count and mean
 // per outcome (ok, unreachable, breaker_open, ...).
 func ScrapeLookupLatency(ctx context.Context, metricsURL string) (map[string]LatencyMean, error) {
-	samples, err := promtext.Scrape(ctx, metricsURL, "payguard_lookup_duration_seconds_sum", "payguard_lookup_duration_seconds_count")
+	samples, err := promtext.Scrape(ctx, metricsURL, metrics.LookupDuration+"_sum", metrics.LookupDuration+"_count")
 	if err != nil {
 		return nil, err
 	}

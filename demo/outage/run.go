@@ -21,17 +21,19 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/payguard/payguard/config"
+	"github.com/payguard/payguard/internal/devserver"
 	"github.com/payguard/payguard/starter/cli"
 	"github.com/payguard/payguard/store"
 )
 
-// Ports of the local stack (docs/design.md §4–6 defaults).
+// Addresses of the local stack: each process's defaults (docs/design.md §4–6),
+// since the demo starts them without address flags.
 const (
-	temporalAddr = "127.0.0.1:7233"
-	uiAddr       = "127.0.0.1:8233"
-	gatewayAddr  = "127.0.0.1:8090"
-	adminAddr    = "127.0.0.1:8091"
-	workerAddr   = "127.0.0.1:8081"
+	temporalAddr = config.DefaultTemporalAddress
+	uiAddr       = config.DefaultTemporalUIAddr
+	gatewayAddr  = config.DefaultPgsimAddr
+	adminAddr    = config.DefaultPgsimAdminAddr
+	workerAddr   = config.DefaultWorkerAddr
 )
 
 // Options of the demo command.
@@ -93,13 +95,9 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	for _, suffix := range []string{"", "-wal", "-shm"} {
 		_ = os.Remove(dbFile + suffix)
 	}
-	if err := procs.start("temporal", filepath.Join(o.Bin, "temporal"), "server", "start-dev", "--ip", "127.0.0.1", "--port", "7233",
-		"--ui-port", "8233", "--db-filename", dbFile, "--log-level", "warn",
-		"--search-attribute", "OrderStatus=Keyword", "--search-attribute", "PaymentStatus=Keyword",
-		"--dynamic-config-value", "history.transferProcessorMaxPollRPS=200",
-		"--dynamic-config-value", "matching.numTaskqueueReadPartitions=1",
-		"--dynamic-config-value", "matching.numTaskqueueWritePartitions=1",
-		"--sqlite-pragma", "journal_mode=WAL", "--sqlite-pragma", "synchronous=NORMAL"); err != nil {
+	ip, port, _ := net.SplitHostPort(temporalAddr)
+	_, uiPort, _ := net.SplitHostPort(uiAddr)
+	if err := procs.start("temporal", filepath.Join(o.Bin, "temporal"), devserver.Args(ip, port, uiPort, dbFile)...); err != nil {
 		return err
 	}
 	cl, err := dialTemporal(ctx, 90*time.Second)

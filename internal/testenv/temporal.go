@@ -16,16 +16,9 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/payguard/payguard/internal/devserver"
 	"github.com/payguard/payguard/workflows"
 )
-
-// DevServerArgs are the dev-server flags payguard runs with everywhere: the
-// defaults cost ~50 ms per task hop; these remove the transfer poll limit.
-var DevServerArgs = []string{
-	"--dynamic-config-value", "history.transferProcessorMaxPollRPS=200",
-	"--dynamic-config-value", "matching.numTaskqueueReadPartitions=1",
-	"--dynamic-config-value", "matching.numTaskqueueWritePartitions=1",
-}
 
 var (
 	devOnce   sync.Once
@@ -132,7 +125,7 @@ func Temporal(t testing.TB) client.Client {
 				Logger: sdklog.NewStructuredLogger(Logger(t))},
 			SearchAttributes: temporal.NewSearchAttributes(
 				workflows.OrderStatusKey.ValueSet(""), workflows.PaymentStatusKey.ValueSet("")),
-			ExtraArgs: DevServerArgs,
+			ExtraArgs: devserver.TuningArgs,
 			Stdout:    os.Stderr,
 			Stderr:    os.Stderr,
 		})

@@ -15,11 +15,14 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/sony/gobreaker/v2"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/payguard/payguard/config"
 	"github.com/payguard/payguard/ids"
 	"github.com/payguard/payguard/internal/promtext"
+	"github.com/payguard/payguard/worker/metrics"
 	"github.com/payguard/payguard/workflows"
 )
 
@@ -95,7 +98,7 @@ func runLoad(ctx context.Context, args []string, env Env) error {
 	products := c.fs.String("products", "P1", "comma-separated product ids, used in turn")
 	stock := c.fs.Int64("stock", -1, "set each product's total stock to this first (default: leave it)")
 	c.fs.DurationVar(&cfg.WaitTimeout, "wait-timeout", 0, "how long to wait for final statuses after the last launch (default: deadline + 1m)")
-	c.fs.StringVar(&cfg.MetricsURL, "metrics-url", "http://127.0.0.1:8081/metrics", "the worker's metrics, watched for breaker changes (\"\" to skip)")
+	c.fs.StringVar(&cfg.MetricsURL, "metrics-url", config.DefaultMetricsURL, "the worker's metrics, watched for breaker changes (\"\" to skip)")
 	if err := c.parse(args, 0); err != nil {
 		return err
 	}
@@ -195,7 +198,7 @@ func RunLoad(ctx context.Context, cl client.Client, cfg LoadConfig, progress io.
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	watchCtx, stopWatch := context.WithCancel(ctx)
-	breaker := &breakerWatch{url: cfg.MetricsURL, began: began, state: "closed", notify: cfg.OnBreakerChange}
+	breaker := &breakerWatch{url: cfg.MetricsURL, began: began, state: gobreaker.StateClosed.String(), notify: cfg.OnBreakerChange}
 	watchDone := make(chan struct{})
 	go func() { defer close(watchDone); breaker.run(watchCtx) }()
 
@@ -494,7 +497,7 @@ func (b *breakerWatch) scrape(ctx context.Context, baseline bool) {
 // ScrapeBreakerTransitions reads the breaker transition counters from a
 // Prometheus text endpoint, keyed "breaker|from|to".
 func ScrapeBreakerTransitions(ctx context.Context, url string) (map[string]float64, error) {
-	samples, err := promtext.Scrape(ctx, url, "payguard_breaker_transitions_total")
+	samples, err := promtext.Scrape(ctx, url, metrics.BreakerTransitions)
 	if err != nil {
 		return nil, err
 	}

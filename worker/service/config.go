@@ -52,7 +52,7 @@ func ParseFlags(args []string, getenv func(string) string, usage io.Writer) (Con
 	c.Common.Register(fs, getenv)
 	b := activities.DefaultBreakerSettings()
 	var minCalls, halfOpen uint
-	fs.StringVar(&c.HTTPAddr, "http-addr", "127.0.0.1:8081", "listen address of the callback, health and metrics endpoints")
+	fs.StringVar(&c.HTTPAddr, "http-addr", config.DefaultWorkerAddr, "listen address of the callback, health and metrics endpoints")
 	fs.DurationVar(&c.ConnectTimeout, "connect-timeout", gateway.DefaultConnectTimeout, "gateway dial timeout: a failure within it never reached the gateway")
 	fs.DurationVar(&c.ReadTimeout, "read-timeout", gateway.DefaultReadTimeout, "gateway answer timeout: a failure within it has an unknown outcome")
 	fs.IntVar(&c.RequestAttempts, "request-attempts", workflows.DefaultRequestAttempts, "creates per order (retries of unreachable and grace-period re-sends)")
