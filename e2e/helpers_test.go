@@ -13,8 +13,8 @@ import (
 
 	"github.com/payguard/payguard/activities"
 	"github.com/payguard/payguard/internal/testenv"
+	"github.com/payguard/payguard/loadgen"
 	"github.com/payguard/payguard/pgsim/simulator"
-	"github.com/payguard/payguard/starter/cli"
 	"github.com/payguard/payguard/status"
 	"github.com/payguard/payguard/store"
 	"github.com/payguard/payguard/workflows"
@@ -72,7 +72,7 @@ func metrics(t *testing.T, s *testenv.Stack) string {
 
 func transitions(t *testing.T, s *testenv.Stack) map[string]float64 {
 	t.Helper()
-	m, err := cli.ScrapeBreakerTransitions(context.Background(), s.MetricsURL())
+	m, err := loadgen.ScrapeBreakerTransitions(context.Background(), s.MetricsURL())
 	require.NoError(t, err)
 	out := map[string]float64{}
 	for k, v := range m {

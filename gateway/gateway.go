@@ -20,6 +20,7 @@ package gateway
 import (
 	"errors"
 	"fmt"
+	"regexp"
 )
 
 // Error classes, for errors.Is.
@@ -68,6 +69,10 @@ const (
 
 // Card types the gateway accepts.
 var CardTypes = []string{"SAMSUNG", "KB", "HYUNDAI"}
+
+// CardNoPattern is the card number format the gateway accepts, which the
+// starter checks before an order starts and pgsim enforces.
+var CardNoPattern = regexp.MustCompile(`^\d{4}-\d{4}-\d{4}-\d{4}$`)
 
 // CreateRequest is the body of POST /api/v1/payments.
 type CreateRequest struct {

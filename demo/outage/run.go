@@ -22,7 +22,7 @@ import (
 
 	"github.com/payguard/payguard/config"
 	"github.com/payguard/payguard/internal/devserver"
-	"github.com/payguard/payguard/starter/cli"
+	"github.com/payguard/payguard/loadgen"
 	"github.com/payguard/payguard/store"
 )
 
@@ -69,7 +69,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	say := func(format string, a ...any) { fmt.Fprintf(stdout, format+"\n", a...) }
-	if cli.IsTerminal(stdout) {
+	if loadgen.IsTerminal(stdout) {
 		// Clear the live progress line first.
 		say = func(format string, a ...any) { fmt.Fprintf(stdout, "\r\033[K"+format+"\n", a...) }
 	}
@@ -136,8 +136,8 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	say("Stack is up. Temporal UI: http://%s  (filter: OrderStatus=\"CANCELLED\")", uiAddr)
 	say("Outage scenario: %.0f orders/s for %s; gateway down at T+%s, back at T+%s.", o.Rate, o.Duration, o.DownAt, o.UpAt)
 	scenario := Scenario{
-		Load: cli.LoadConfig{Rate: o.Rate, Duration: o.Duration, Products: products, TaskQueue: config.DefaultTaskQueue,
-			Order:       cli.OrderFlags{Qty: 1, Amount: 12_000, User: "demo-user", CardType: "SAMSUNG", CardNo: "1234-5678-9814-1451", Deadline: o.Deadline},
+		Load: loadgen.Config{Rate: o.Rate, Duration: o.Duration, Products: products, TaskQueue: config.DefaultTaskQueue,
+			Order:       loadgen.Order{Qty: 1, Amount: 12_000, User: "demo-user", CardType: "SAMSUNG", CardNo: "1234-5678-9814-1451", Deadline: o.Deadline},
 			WaitTimeout: o.Deadline + time.Minute},
 		DownAt: o.DownAt, UpAt: o.UpAt, AdminURL: "http://" + adminAddr, MetricsURL: "http://" + workerAddr + "/metrics", Say: say,
 	}

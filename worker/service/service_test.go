@@ -17,6 +17,7 @@ import (
 
 	"github.com/payguard/payguard/gateway"
 	"github.com/payguard/payguard/internal/testenv"
+	"github.com/payguard/payguard/loadgen"
 	"github.com/payguard/payguard/pgsim/simulator"
 	"github.com/payguard/payguard/starter/cli"
 	"github.com/payguard/payguard/status"
@@ -353,7 +354,7 @@ func TestLoadCommandSummarises(t *testing.T) {
 	s := testenv.NewStack(t, processing(100*time.Millisecond), nil)
 	out, err := s.Starter(context.Background(), "load", "--rate", "10", "--duration", "1s", "--stock", "100", "--metrics-url", s.MetricsURL(), "--json")
 	require.NoError(t, err)
-	var sum cli.LoadSummary
+	var sum loadgen.Summary
 	require.NoError(t, json.Unmarshal([]byte(out), &sum))
 	assert.Equal(t, 10, sum.Started)
 	assert.Zero(t, sum.FailedToStart)
