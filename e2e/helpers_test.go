@@ -22,7 +22,7 @@ import (
 
 func placeOrder(t *testing.T, s *testenv.Stack, orderID, product string, qty int, extra ...string) {
 	t.Helper()
-	out, err := s.Starter(context.Background(), append([]string{"order", "--product", product, "--qty", fmt.Sprint(qty),
+	out, err := starter(context.Background(), s, append([]string{"order", "--product", product, "--qty", fmt.Sprint(qty),
 		"--amount", "5000", "--order-id", orderID}, extra...)...)
 	require.NoError(t, err, out)
 }

@@ -95,7 +95,7 @@ func TestRecordReplayHistories(t *testing.T) {
 		{"operator_cancel", func(id string) {
 			placeOrder(t, s, id, "P1", 1)
 			waitOrder(t, s, id, status.OrderPending, 30*time.Second)
-			_, err := s.Starter(ctx, "cancel", id)
+			_, err := starter(ctx, s, "cancel", id)
 			require.NoError(t, err)
 		}, status.OrderCancelled},
 		{"resend_after_grace", func(id string) {
@@ -135,7 +135,7 @@ func TestRecordReplayHistories(t *testing.T) {
 					WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting)
 				return err == nil && waiting == 1
 			}, "Reserve blocked")
-			_, err = s.Starter(ctx, "cancel", id, "--wait=false")
+			_, err = starter(ctx, s, "cancel", id, "--wait=false")
 			require.NoError(t, err)
 		}, status.OrderCancelled},
 		// An unsigned callback's hint (the worker's --callback-auth lookup

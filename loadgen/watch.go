@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/payguard/payguard/internal/promtext"
 	"github.com/payguard/payguard/worker/metrics"
 )
 
@@ -89,7 +88,7 @@ func (b *breakerWatch) scrape(ctx context.Context, baseline bool) {
 // ScrapeBreakerTransitions reads the breaker transition counters from a
 // Prometheus text endpoint, keyed "breaker|from|to".
 func ScrapeBreakerTransitions(ctx context.Context, url string) (map[string]float64, error) {
-	samples, err := promtext.Scrape(ctx, url, metrics.BreakerTransitions)
+	samples, err := metrics.Scrape(ctx, url, metrics.BreakerTransitions)
 	if err != nil {
 		return nil, err
 	}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/sony/gobreaker/v2"
 
-	"github.com/payguard/payguard/internal/promtext"
 	"github.com/payguard/payguard/loadgen"
 	"github.com/payguard/payguard/pgsim/simulator"
 	"github.com/payguard/payguard/worker/metrics"
@@ -155,7 +154,7 @@ func secs(v *float64) string {
 // ScrapeLookupLatency reads the worker's lookup histogram: count and mean
 // per outcome (ok, unreachable, breaker_open, ...).
 func ScrapeLookupLatency(ctx context.Context, metricsURL string) (map[string]LatencyMean, error) {
-	samples, err := promtext.Scrape(ctx, metricsURL, metrics.LookupDuration+"_sum", metrics.LookupDuration+"_count")
+	samples, err := metrics.Scrape(ctx, metricsURL, metrics.LookupDuration+"_sum", metrics.LookupDuration+"_count")
 	if err != nil {
 		return nil, err
 	}
