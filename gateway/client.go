@@ -116,12 +116,11 @@ func (c *Client) CreatePayment(ctx context.Context, req CreateRequest, userID, i
 		headers.Set("Idempotency-Key", idempotencyKey)
 	}
 	var data TransactionSummary
-	resp, err := c.do(ctx, "create", http.MethodPost, "/api/v1/payments", headers, body, &data)
+	_, err = c.do(ctx, "create", http.MethodPost, "/api/v1/payments", headers, body, &data)
 	if err != nil {
 		return Created{}, err
 	}
-	return Created{TransactionKey: data.TransactionKey, OrderID: req.OrderID, Status: data.Status,
-		Replayed: resp.Header.Get("Idempotent-Replayed") == "true"}, nil
+	return Created{TransactionKey: data.TransactionKey, OrderID: req.OrderID, Status: data.Status}, nil
 }
 
 // Payment looks a transaction up by its key.

@@ -88,8 +88,6 @@ type Created struct {
 	TransactionKey string `json:"transactionKey"`
 	OrderID        string `json:"orderId"`
 	Status         string `json:"status"`
-	// Replayed is true when the gateway answered from its idempotency store.
-	Replayed bool `json:"-"`
 }
 
 // Transaction is a payment as payguard knows it from the gateway's answers

@@ -129,18 +129,6 @@ func checkIDs(o NewOrder) error {
 	return nil
 }
 
-// Commit turns the order's held stock into sold stock, once. Committing
-// again is a no-op; committing a released reservation is ErrReservationSettled.
-func (s *Store) Commit(ctx context.Context, orderID, cause string) error {
-	return s.inTx(ctx, func(tx pgx.Tx) error { return settleReservation(ctx, tx, orderID, ReservationCommitted, cause) })
-}
-
-// Release gives the order's held stock back, once. Releasing again is a
-// no-op; releasing a committed reservation is ErrReservationSettled.
-func (s *Store) Release(ctx context.Context, orderID, cause string) error {
-	return s.inTx(ctx, func(tx pgx.Tx) error { return settleReservation(ctx, tx, orderID, ReservationReleased, cause) })
-}
-
 // settleReservation moves a HELD reservation to COMMITTED or RELEASED. The
 // conditional UPDATE locks the row, so of two concurrent settlements exactly
 // one matches; the other then sees the settled state.

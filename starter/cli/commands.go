@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -371,14 +370,11 @@ func runCallback(ctx context.Context, args []string, env Env) error {
 
 // PostCallback signs body as the gateway does and POSTs it to url.
 func PostCallback(ctx context.Context, url string, secret, body []byte, now time.Time) (int, map[string]any, error) {
-	ts := strconv.FormatInt(now.Unix(), 10)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	req, err := gateway.NewCallback(ctx, url, body)
 	if err != nil {
 		return 0, nil, err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(gateway.HeaderTimestamp, ts)
-	req.Header.Set(gateway.HeaderSignature, gateway.Sign(secret, ts, body))
+	gateway.SignCallback(req, secret, body, now)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, nil, err
