@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/payguard/payguard/activities"
+	"github.com/payguard/payguard/internal/devserver"
 	"github.com/payguard/payguard/internal/testenv"
 	"github.com/payguard/payguard/status"
 	"github.com/payguard/payguard/worker/service"
@@ -158,9 +159,9 @@ func TestRecordReplayHistories(t *testing.T) {
 			require.NoError(t, err)
 		}, ""},
 	}
-	root, err := testenv.ModuleRoot()
+	root, err := devserver.ModuleRoot()
 	require.NoError(t, err)
-	cliPath, err := testenv.TemporalCLI()
+	cliPath, err := devserver.TemporalCLI()
 	require.NoError(t, err)
 	// PAYGUARD_RECORD_ONLY=a,b records only those paths, leaving the other
 	// histories as they were recorded.

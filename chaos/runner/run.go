@@ -21,7 +21,7 @@ import (
 	"github.com/payguard/payguard/chaos/check"
 	"github.com/payguard/payguard/chaos/stack"
 	"github.com/payguard/payguard/config"
-	"github.com/payguard/payguard/internal/testenv"
+	"github.com/payguard/payguard/internal/devserver"
 	"github.com/payguard/payguard/loadgen"
 )
 
@@ -85,14 +85,14 @@ func Run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return err
 	}
-	temporalCLI, err := testenv.TemporalCLI()
+	temporalCLI, err := devserver.TemporalCLI()
 	if err != nil {
 		return err
 	}
 	const secret = "chaos-secret"
 	say("seed %d: starting PostgreSQL database, Temporal dev server, pgsim and 2 workers behind fault proxies...", o.Seed)
 	st, err := stack.Start(ctx, stack.Options{
-		Bin: o.Bin, TemporalCLI: temporalCLI, Out: o.Out, AdminDBURL: testenv.AdminDatabaseURL(), Secret: secret, Workers: 2,
+		Bin: o.Bin, TemporalCLI: temporalCLI, Out: o.Out, AdminDBURL: devserver.AdminDatabaseURL(), Secret: secret, Workers: 2,
 		DatabaseName: fmt.Sprintf("payguard_chaos_%d_%d", o.Seed, time.Now().Unix()),
 		// A calm gateway: faults come from the schedule, not the baseline.
 		PgsimArgs: []string{"--seed", fmt.Sprint(o.Seed), "--latency-min", "10ms", "--latency-max", "80ms",

@@ -1,8 +1,12 @@
-// Package devserver is the one definition of the flags payguard runs the
-// Temporal dev server with. The demo and chaos start it from these, the
-// tests start theirs with TuningArgs, and the copies that must live outside
-// Go (scripts/dev-server.sh, docker-compose.yml) are checked against them by
-// a test at the module root.
+// Package devserver holds what the local development stack is made of, for
+// the demo, chaos and the tests alike: the one definition of the flags
+// payguard runs the Temporal dev server with, and where the temporal CLI
+// and the PostgreSQL server for fresh databases are found (local.go).
+//
+// The demo and chaos start the dev server from Args, the tests start theirs
+// with TuningArgs, and the copies that must live outside Go
+// (scripts/dev-server.sh, docker-compose.yml) are checked against these by a
+// test at the module root.
 package devserver
 
 import (
