@@ -18,6 +18,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/payguard/payguard/gateway"
+	"github.com/payguard/payguard/internal/devserver"
 	"github.com/payguard/payguard/pgsim/simulator"
 	"github.com/payguard/payguard/starter/cli"
 	"github.com/payguard/payguard/worker/service"
@@ -281,8 +282,7 @@ func TestComposeMatchesTheCode(t *testing.T) {
 	t.Run("temporal", func(t *testing.T) {
 		tm := c.Services["temporal"]
 		args := strings.Join(tm.Command, " ")
-		assert.Contains(t, args, "--search-attribute OrderStatus=Keyword")
-		assert.Contains(t, args, "--search-attribute PaymentStatus=Keyword")
+		assertFlagPairs(t, args, devserver.SearchAttributeArgs(), devserver.TuningArgs)
 		var published []string
 		for _, m := range tm.Ports {
 			published = append(published, containerPort(t, m))
@@ -330,4 +330,24 @@ func TestComposeRequiresAnExplicitSecret(t *testing.T) {
 	delete(env, "GATEWAY_SECRET")
 	_, err := service.ParseFlags(w.Command, func(k string) string { return env[k] }, io.Discard)
 	assert.Error(t, err, "the worker refuses the development secret on --http-addr %s", flagValue(w.Command, "--http-addr"))
+}
+
+// assertFlagPairs checks that a command line written outside Go holds every
+// flag and value of the Go definitions, in the same pairs.
+func assertFlagPairs(t *testing.T, cmdline string, defs ...[]string) {
+	t.Helper()
+	for _, def := range defs {
+		for i := 0; i+1 < len(def); i += 2 {
+			assert.Contains(t, cmdline, def[i]+" "+def[i+1])
+		}
+	}
+}
+
+// scripts/dev-server.sh starts the dev server by hand; it must run it with
+// the flags the demo, chaos and the tests use (internal/devserver).
+func TestDevServerScriptMatchesTheGoDefinition(t *testing.T) {
+	raw, err := os.ReadFile("scripts/dev-server.sh")
+	require.NoError(t, err)
+	cmdline := strings.Join(strings.Fields(strings.ReplaceAll(string(raw), "\\\n", " ")), " ")
+	assertFlagPairs(t, cmdline, devserver.SearchAttributeArgs(), devserver.TuningArgs, devserver.SQLiteArgs)
 }

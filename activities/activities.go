@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
@@ -47,13 +48,13 @@ type Config struct {
 type Activities struct {
 	store   *store.Store
 	gateway *gateway.Client
-	lookups *gobreaker.CircuitBreaker[any]
+	lookups *gobreaker.CircuitBreaker[LookupResult]
 	cfg     Config
 	observe Observer
 }
 
 // New builds the activities. observer may be nil.
-func New(s *store.Store, g *gateway.Client, lookups *gobreaker.CircuitBreaker[any], cfg Config, observer Observer) *Activities {
+func New(s *store.Store, g *gateway.Client, lookups *gobreaker.CircuitBreaker[LookupResult], cfg Config, observer Observer) *Activities {
 	if observer == nil {
 		observer = nopObserver{}
 	}
@@ -240,7 +241,7 @@ func (a *Activities) LookupPayment(ctx context.Context, in LookupInput) (LookupR
 		endpoint = "lookup-by-order"
 	}
 	start := time.Now()
-	res, err := a.lookups.Execute(func() (any, error) {
+	res, err := a.lookups.Execute(func() (LookupResult, error) {
 		if in.TransactionKey != "" {
 			tx, err := a.gateway.Payment(ctx, in.TransactionKey)
 			return LookupResult{Transactions: []gateway.Transaction{tx}}, err
@@ -256,7 +257,7 @@ func (a *Activities) LookupPayment(ctx context.Context, in LookupInput) (LookupR
 			temporal.ApplicationErrorOptions{NonRetryable: true, Category: temporal.ApplicationErrorCategoryBenign})
 	case err == nil:
 		a.observe.GatewayCall(endpoint, OutcomeOK, took)
-		return res.(LookupResult), nil
+		return res, nil
 	case gateway.IsNotFound(err):
 		// The gateway has no such transaction: a definite, empty answer.
 		a.observe.GatewayCall(endpoint, OutcomeRejected, took)
@@ -288,7 +289,7 @@ func (a *Activities) CancelPayments(ctx context.Context, in CancelInput) (Cancel
 			return CancelResult{}, retryable(ErrLookupFailed, err)
 		}
 		for _, tx := range found.Transactions {
-			if !contains(keys, tx.TransactionKey) {
+			if !slices.Contains(keys, tx.TransactionKey) {
 				keys = append(keys, tx.TransactionKey)
 			}
 		}
@@ -327,15 +328,6 @@ func outcomeOf(err error) string {
 		return OutcomeRejected
 	}
 	return OutcomeUnknown
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // Settle records a step of the order's life: statuses and reservation

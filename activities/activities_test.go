@@ -27,7 +27,7 @@ type rig struct {
 	store   *store.Store
 	sim     *simulator.Server
 	acts    *activities.Activities
-	breaker *gobreaker.CircuitBreaker[any]
+	breaker *gobreaker.CircuitBreaker[activities.LookupResult]
 	env     *testsuite.TestActivityEnvironment
 
 	mu      sync.Mutex

@@ -20,6 +20,7 @@ package activities
 import (
 	"github.com/payguard/payguard/gateway"
 	"github.com/payguard/payguard/status"
+	"github.com/payguard/payguard/store"
 )
 
 // Error types that cross the activity boundary. Workflows match these
@@ -37,6 +38,16 @@ const (
 	ErrUnknownProduct      = "UnknownProduct"
 	ErrInvalidOrder        = "InvalidOrder"
 	ErrIllegalTransition   = "IllegalTransition"
+)
+
+// Event kinds a workflow records (EventInput.Kind) and reservation actions it
+// asks Settle for (SettleInput.Reservation): the store's own values, named in
+// the activities' contract so a workflow needs no store of its own.
+const (
+	KindAnomaly = store.KindAnomaly
+
+	CommitReservation  = store.CommitReservation
+	ReleaseReservation = store.ReleaseReservation
 )
 
 // ReserveInput opens an order and holds its stock.
@@ -118,7 +129,7 @@ type SettleInput struct {
 	Payment        status.Payment `json:"payment,omitempty"`
 	TransactionKey string         `json:"transactionKey,omitempty"`
 	Reason         string         `json:"reason,omitempty"`
-	Reservation    string         `json:"reservation,omitempty"` // "", "COMMITTED" or "RELEASED"
+	Reservation    string         `json:"reservation,omitempty"` // "", CommitReservation or ReleaseReservation
 	Cause          string         `json:"cause"`
 }
 

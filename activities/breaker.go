@@ -29,12 +29,12 @@ const LookupBreakerName = "gateway-lookup"
 
 // NewLookupBreaker builds the breaker every lookup of this worker process
 // goes through. onChange sees each state change (logs, metrics).
-func NewLookupBreaker(s BreakerSettings, onChange func(name string, from, to gobreaker.State)) *gobreaker.CircuitBreaker[any] {
+func NewLookupBreaker(s BreakerSettings, onChange func(name string, from, to gobreaker.State)) *gobreaker.CircuitBreaker[LookupResult] {
 	bucket := time.Second
 	if s.Window < 10*bucket {
 		bucket = s.Window / 10
 	}
-	return gobreaker.NewCircuitBreaker[any](gobreaker.Settings{
+	return gobreaker.NewCircuitBreaker[LookupResult](gobreaker.Settings{
 		Name:         LookupBreakerName,
 		MaxRequests:  s.HalfOpenCalls,
 		Interval:     s.Window,

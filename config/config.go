@@ -19,8 +19,16 @@ const (
 	DefaultNamespace       = "default"
 	DefaultTaskQueue       = "payments"
 	DefaultDatabaseURL     = "postgres://postgres@127.0.0.1:5432/payguard?sslmode=disable"
-	DefaultGatewayURL      = "http://127.0.0.1:8090"
-	DefaultCallbackURL     = "http://127.0.0.1:8081/callbacks/gateway"
+	// DefaultTemporalUIAddr is where a local dev server serves its web UI.
+	DefaultTemporalUIAddr = "127.0.0.1:8233"
+	// DefaultWorkerAddr is the worker's --http-addr: callbacks, health, metrics.
+	DefaultWorkerAddr = "127.0.0.1:8081"
+	// DefaultPgsimAddr and DefaultPgsimAdminAddr are pgsim's --addr and --admin-addr.
+	DefaultPgsimAddr      = "127.0.0.1:8090"
+	DefaultPgsimAdminAddr = "127.0.0.1:8091"
+	DefaultGatewayURL     = "http://" + DefaultPgsimAddr
+	DefaultCallbackURL    = "http://" + DefaultWorkerAddr + "/callbacks/gateway"
+	DefaultMetricsURL     = "http://" + DefaultWorkerAddr + "/metrics"
 )
 
 // Common are the settings shared by the worker and the starter.

@@ -11,8 +11,8 @@ import (
 	"github.com/payguard/payguard/activities"
 	"github.com/payguard/payguard/demo/outage"
 	"github.com/payguard/payguard/internal/testenv"
+	"github.com/payguard/payguard/loadgen"
 	"github.com/payguard/payguard/pgsim/simulator"
-	"github.com/payguard/payguard/starter/cli"
 	"github.com/payguard/payguard/status"
 	"github.com/payguard/payguard/store"
 	"github.com/payguard/payguard/worker/service"
@@ -44,8 +44,8 @@ func TestArticle1OutageLifecycle(t *testing.T) {
 		// 6 orders/s and a 6 s outage: enough pending orders to trip the
 		// breaker, within what a worker under the race detector sustains while
 		// other test binaries share the machine's two cores.
-		Load: cli.LoadConfig{Rate: 6, Duration: 12 * time.Second, Products: products, TaskQueue: s.TaskQueue,
-			Order:       cli.OrderFlags{Qty: 1, Amount: 5000, User: "u", CardType: "KB", CardNo: "1234-5678-9012-3456", Deadline: 20 * time.Second},
+		Load: loadgen.Config{Rate: 6, Duration: 12 * time.Second, Products: products, TaskQueue: s.TaskQueue,
+			Order:       loadgen.Order{Qty: 1, Amount: 5000, User: "u", CardType: "KB", CardNo: "1234-5678-9012-3456", Deadline: 20 * time.Second},
 			WaitTimeout: 90 * time.Second},
 		DownAt: 3 * time.Second, UpAt: 9 * time.Second, AdminURL: s.Sim.AdminURL(), MetricsURL: s.MetricsURL(),
 		Say: t.Logf,

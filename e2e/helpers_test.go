@@ -11,9 +11,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/payguard/payguard/activities"
 	"github.com/payguard/payguard/internal/testenv"
+	"github.com/payguard/payguard/loadgen"
 	"github.com/payguard/payguard/pgsim/simulator"
-	"github.com/payguard/payguard/starter/cli"
 	"github.com/payguard/payguard/status"
 	"github.com/payguard/payguard/store"
 	"github.com/payguard/payguard/workflows"
@@ -21,7 +22,7 @@ import (
 
 func placeOrder(t *testing.T, s *testenv.Stack, orderID, product string, qty int, extra ...string) {
 	t.Helper()
-	out, err := s.Starter(context.Background(), append([]string{"order", "--product", product, "--qty", fmt.Sprint(qty),
+	out, err := starter(context.Background(), s, append([]string{"order", "--product", product, "--qty", fmt.Sprint(qty),
 		"--amount", "5000", "--order-id", orderID}, extra...)...)
 	require.NoError(t, err, out)
 }
@@ -71,11 +72,11 @@ func metrics(t *testing.T, s *testenv.Stack) string {
 
 func transitions(t *testing.T, s *testenv.Stack) map[string]float64 {
 	t.Helper()
-	m, err := cli.ScrapeBreakerTransitions(context.Background(), s.MetricsURL())
+	m, err := loadgen.ScrapeBreakerTransitions(context.Background(), s.MetricsURL())
 	require.NoError(t, err)
 	out := map[string]float64{}
 	for k, v := range m {
-		out[strings.TrimPrefix(k, "gateway-lookup|")] = v
+		out[strings.TrimPrefix(k, activities.LookupBreakerName+"|")] = v
 	}
 	return out
 }

@@ -75,7 +75,7 @@ func TestStarterRefusesIDsOutsideTheRuleBeforeAnythingIsReserved(t *testing.T) {
 		{"load: stock set for a bad product", []string{"load", "--rate", "1", "--duration", "1s", "--products", "P1,P\x002", "--stock", "0"}, `product id "P\x002" ` + rule},
 	}
 	for _, tc := range cases {
-		_, err := s.Starter(ctx, tc.args...)
+		_, err := starter(ctx, s, tc.args...)
 		if assert.Error(t, err, tc.name) {
 			assert.Contains(t, err.Error(), tc.want, tc.name)
 			assert.NotContains(t, err.Error(), "\n", "%s: one line", tc.name)

@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/payguard/payguard/activities"
+	"github.com/payguard/payguard/internal/devserver"
 	"github.com/payguard/payguard/internal/testenv"
 	"github.com/payguard/payguard/status"
 	"github.com/payguard/payguard/worker/service"
@@ -95,7 +96,7 @@ func TestRecordReplayHistories(t *testing.T) {
 		{"operator_cancel", func(id string) {
 			placeOrder(t, s, id, "P1", 1)
 			waitOrder(t, s, id, status.OrderPending, 30*time.Second)
-			_, err := s.Starter(ctx, "cancel", id)
+			_, err := starter(ctx, s, "cancel", id)
 			require.NoError(t, err)
 		}, status.OrderCancelled},
 		{"resend_after_grace", func(id string) {
@@ -135,7 +136,7 @@ func TestRecordReplayHistories(t *testing.T) {
 					WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting)
 				return err == nil && waiting == 1
 			}, "Reserve blocked")
-			_, err = s.Starter(ctx, "cancel", id, "--wait=false")
+			_, err = starter(ctx, s, "cancel", id, "--wait=false")
 			require.NoError(t, err)
 		}, status.OrderCancelled},
 		// An unsigned callback's hint (the worker's --callback-auth lookup
@@ -158,9 +159,9 @@ func TestRecordReplayHistories(t *testing.T) {
 			require.NoError(t, err)
 		}, ""},
 	}
-	root, err := testenv.ModuleRoot()
+	root, err := devserver.ModuleRoot()
 	require.NoError(t, err)
-	cliPath, err := testenv.TemporalCLI()
+	cliPath, err := devserver.TemporalCLI()
 	require.NoError(t, err)
 	// PAYGUARD_RECORD_ONLY=a,b records only those paths, leaving the other
 	// histories as they were recorded.

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/payguard/payguard/internal/devserver"
 	"github.com/payguard/payguard/internal/testenv"
 	"github.com/payguard/payguard/status"
 	"github.com/payguard/payguard/workflows"
@@ -24,7 +25,7 @@ import (
 func artifactDir(t *testing.T) string {
 	dir := os.Getenv("PAYGUARD_ARTIFACTS")
 	if dir == "" {
-		root, err := testenv.ModuleRoot()
+		root, err := devserver.ModuleRoot()
 		require.NoError(t, err)
 		dir = filepath.Join(root, "artifacts", "ui")
 	}

@@ -30,6 +30,14 @@ type Config struct {
 	ReadTimeout time.Duration
 }
 
+// The client's timeouts when its Config names none, and the worker's
+// --connect-timeout and --read-timeout defaults: one create needs at most
+// their sum, which the workflow's activity timeouts are derived from.
+const (
+	DefaultConnectTimeout = time.Second
+	DefaultReadTimeout    = 3 * time.Second
+)
+
 // Client calls the gateway. It is safe for concurrent use.
 type Client struct {
 	base   *url.URL
@@ -48,10 +56,10 @@ func New(cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("gateway url %q: want http(s)://host:port", cfg.BaseURL)
 	}
 	if cfg.ConnectTimeout <= 0 {
-		cfg.ConnectTimeout = time.Second
+		cfg.ConnectTimeout = DefaultConnectTimeout
 	}
 	if cfg.ReadTimeout <= 0 {
-		cfg.ReadTimeout = 3 * time.Second
+		cfg.ReadTimeout = DefaultReadTimeout
 	}
 	if cfg.UserID == "" {
 		cfg.UserID = "payguard"
@@ -122,8 +130,7 @@ func (c *Client) CreatePayment(ctx context.Context, req CreateRequest, userID, i
 		// gateway may hold one, so the outcome is unknown — never "accepted".
 		return Created{}, &Error{Class: ErrOutcomeUnknown, Op: "create", StatusCode: resp.StatusCode, Message: "answer names no transactionKey"}
 	}
-	return Created{TransactionKey: data.TransactionKey, OrderID: req.OrderID, Status: data.Status,
-		Replayed: resp.Header.Get("Idempotent-Replayed") == "true"}, nil
+	return Created{TransactionKey: data.TransactionKey, OrderID: req.OrderID, Status: data.Status}, nil
 }
 
 // Payment looks a transaction up by its key.

@@ -188,18 +188,17 @@ func TestAnswersAreClassifiedByStatus(t *testing.T) {
 	}
 }
 
-func TestCreateSendsHeadersAndReadsReplay(t *testing.T) {
+func TestCreateSendsHeaders(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		assert.Equal(t, "u9", r.Header.Get("X-USER-ID"))
 		assert.Equal(t, "key-1", r.Header.Get("Idempotency-Key"))
-		w.Header().Set("Idempotent-Replayed", "true")
 		w.WriteHeader(200)
 		_, _ = w.Write([]byte(`{"meta":{"result":"SUCCESS","errorCode":null,"message":null},"data":{"transactionKey":"T1","status":"PENDING","reason":null}}`))
 	}))
 	t.Cleanup(srv.Close)
 	got, err := client(t, srv.URL).CreatePayment(context.Background(), order, "u9", "key-1")
 	require.NoError(t, err)
-	assert.Equal(t, gateway.Created{TransactionKey: "T1", OrderID: "o1", Status: "PENDING", Replayed: true}, got)
+	assert.Equal(t, gateway.Created{TransactionKey: "T1", OrderID: "o1", Status: "PENDING"}, got)
 }
 
 // Lookups and cancels name the user the context carries (the order's), or

@@ -20,6 +20,7 @@ package gateway
 import (
 	"errors"
 	"fmt"
+	"regexp"
 )
 
 // Error classes, for errors.Is.
@@ -69,6 +70,10 @@ const (
 // Card types the gateway accepts.
 var CardTypes = []string{"SAMSUNG", "KB", "HYUNDAI"}
 
+// CardNoPattern is the card number format the gateway accepts, which the
+// starter checks before an order starts and pgsim enforces.
+var CardNoPattern = regexp.MustCompile(`^\d{4}-\d{4}-\d{4}-\d{4}$`)
+
 // CreateRequest is the body of POST /api/v1/payments.
 type CreateRequest struct {
 	OrderID     string `json:"orderId"`
@@ -83,8 +88,6 @@ type Created struct {
 	TransactionKey string `json:"transactionKey"`
 	OrderID        string `json:"orderId"`
 	Status         string `json:"status"`
-	// Replayed is true when the gateway answered from its idempotency store.
-	Replayed bool `json:"-"`
 }
 
 // Transaction is a payment as payguard knows it from the gateway's answers

@@ -1,11 +1,14 @@
 package gateway
 
 import (
+	"bytes"
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"time"
 )
@@ -24,6 +27,25 @@ var (
 	ErrBadSignature   = errors.New("bad callback signature")
 	ErrStaleTimestamp = errors.New("callback timestamp out of tolerance")
 )
+
+// NewCallback builds the unsigned POST of a callback body to url; SignCallback
+// signs it. pgsim sends callbacks with them and the starter's `callback`
+// command forges them, so both sign exactly as Verify checks.
+func NewCallback(ctx context.Context, url string, body []byte) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	return req, nil
+}
+
+// SignCallback sets a callback request's timestamp (now) and signature.
+func SignCallback(req *http.Request, secret, body []byte, now time.Time) {
+	ts := strconv.FormatInt(now.Unix(), 10)
+	req.Header.Set(HeaderTimestamp, ts)
+	req.Header.Set(HeaderSignature, Sign(secret, ts, body))
+}
 
 // Sign returns hex(HMAC-SHA256(secret, timestamp + "." + body)).
 func Sign(secret []byte, timestamp string, body []byte) string {

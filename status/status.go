@@ -39,11 +39,3 @@ const (
 	PaymentCancelled Payment = "CANCELLED"
 	PaymentRefunded  Payment = "REFUNDED"
 )
-
-// Gateway transaction statuses (docs/design.md §4).
-const (
-	TxPending   = "PENDING"
-	TxSuccess   = "SUCCESS"
-	TxFailed    = "FAILED"
-	TxCancelled = "CANCELLED"
-)

@@ -59,9 +59,6 @@ type Store struct {
 	pool *pgxpool.Pool
 }
 
-// New wraps an open pool.
-func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
-
 // Open connects to databaseURL and checks the connection.
 func Open(ctx context.Context, databaseURL string) (*Store, error) {
 	pool, err := pgxpool.New(ctx, databaseURL)
@@ -104,13 +101,6 @@ func (s *Store) Migrate(ctx context.Context) error {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	return nil
-}
-
-// SchemaVersion reports the applied migration version.
-func (s *Store) SchemaVersion(ctx context.Context) (int32, error) {
-	var v int32
-	err := s.pool.QueryRow(ctx, `SELECT version FROM payguard_schema_version`).Scan(&v)
-	return v, err
 }
 
 // inTx runs fn in a transaction, committing when it returns nil. A commit

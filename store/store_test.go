@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/payguard/payguard/internal/devserver"
 	"github.com/payguard/payguard/internal/testenv"
 	"github.com/payguard/payguard/status"
 	"github.com/payguard/payguard/store"
@@ -281,7 +282,7 @@ func TestEnsureDatabaseCreatesOnce(t *testing.T) {
 	_, err := store.Open(ctx, missing)
 	require.Error(t, err, "not there yet")
 	t.Cleanup(func() {
-		conn, err := pgx.Connect(context.Background(), testenv.AdminDatabaseURL())
+		conn, err := pgx.Connect(context.Background(), devserver.AdminDatabaseURL())
 		if err == nil {
 			defer conn.Close(context.Background())
 			name := strings.TrimPrefix(mustPath(t, missing), "/")

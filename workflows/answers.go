@@ -10,7 +10,6 @@ import (
 	"github.com/payguard/payguard/activities"
 	"github.com/payguard/payguard/gateway"
 	"github.com/payguard/payguard/status"
-	"github.com/payguard/payguard/store"
 )
 
 // Answers from the gateway: status polls through the breaker, callbacks, and
@@ -91,7 +90,7 @@ func (p *payment) mine(txs []gateway.Transaction) (gateway.Transaction, bool) {
 func (p *payment) onCallback(ctx workflow.Context, cb gateway.Transaction) {
 	if cb.OrderID != p.in.OrderID || cb.Amount != p.in.Amount {
 		p.log.Warn("callback rejected: other order or amount", "callback_order_id", cb.OrderID, "callback_amount", cb.Amount)
-		p.record(ctx, store.KindAnomaly, "callback rejected: it carries another order id or amount",
+		p.record(ctx, activities.KindAnomaly, "callback rejected: it carries another order id or amount",
 			map[string]any{"callback_order_id": cb.OrderID, "callback_amount": cb.Amount, "transaction_key": cb.TransactionKey})
 		return
 	}
@@ -104,7 +103,7 @@ func (p *payment) onTransactions(ctx workflow.Context, txs []gateway.Transaction
 	var mine []gateway.Transaction
 	for _, tx := range txs {
 		if tx.OrderID != p.in.OrderID {
-			p.record(ctx, store.KindAnomaly, "gateway returned another order's transaction",
+			p.record(ctx, activities.KindAnomaly, "gateway returned another order's transaction",
 				map[string]any{"transaction_key": tx.TransactionKey, "other_order_id": tx.OrderID})
 			continue
 		}
@@ -142,13 +141,13 @@ func (p *payment) decide(ctx workflow.Context, tx gateway.Transaction, source st
 		detail := map[string]any{"source": source, "transaction_key": tx.TransactionKey, "status": tx.Status}
 		switch live := p.otherLive(tx.TransactionKey); {
 		case p.state.Status.Final():
-			p.record(ctx, store.KindAnomaly, "answer after the order ended "+string(p.state.Status)+" ignored", detail)
+			p.record(ctx, activities.KindAnomaly, "answer after the order ended "+string(p.state.Status)+" ignored", detail)
 			return
 		case tx.Status == gateway.StatusFailed && len(live) > 0:
 			// Another transaction of the order may still charge: failing
 			// now would release the stock under a live charge.
 			detail["live_transaction_keys"] = live
-			p.record(ctx, store.KindAnomaly, "FAILED answer while another transaction of the order is live; waiting for it", detail)
+			p.record(ctx, activities.KindAnomaly, "FAILED answer while another transaction of the order is live; waiting for it", detail)
 			return
 		}
 	}
@@ -160,10 +159,10 @@ func (p *payment) decide(ctx workflow.Context, tx gateway.Transaction, source st
 	detail := map[string]any{"source": source, "transaction_key": tx.TransactionKey, "status": tx.Status,
 		"decided_key": p.outcome.TransactionKey, "decided_status": p.outcome.Status}
 	if tx.TransactionKey == p.outcome.TransactionKey && tx.Status == p.outcome.Status {
-		p.record(ctx, store.KindAnomaly, "duplicate answer ignored", detail)
+		p.record(ctx, activities.KindAnomaly, "duplicate answer ignored", detail)
 		return
 	}
-	p.record(ctx, store.KindAnomaly, "contradicting answer ignored", detail)
+	p.record(ctx, activities.KindAnomaly, "contradicting answer ignored", detail)
 }
 
 // otherLive lists the order's transactions other than key not known to be

@@ -5,12 +5,12 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/payguard/payguard/gateway"
 	"github.com/payguard/payguard/status"
 )
 
 // Names other processes rely on (docs/design.md §2).
 const (
-	TaskQueue           = "payments"
 	PaymentWorkflowName = "PaymentWorkflow"
 	RefundWorkflowName  = "RefundWorkflow"
 	CallbackSignal      = "gateway-callback"
@@ -105,9 +105,34 @@ type Tuning struct {
 	PollMax         time.Duration `json:"pollMax"`
 }
 
-// DefaultTuning matches the worker's flag defaults: 1 s connect + 3 s read
-// timeouts, so one create needs at most ~4 s.
+// The worker's flag defaults for the tuning it passes the workflow; its
+// flags and DefaultTuning both read them, so the two cannot drift apart.
+const (
+	DefaultRequestAttempts = 3
+	DefaultUnknownGrace    = 10 * time.Second
+	DefaultPollInitial     = 5 * time.Second
+	DefaultPollMax         = time.Minute
+)
+
+// CallTimeout is the StartToClose timeout of one gateway call made with the
+// given HTTP timeouts: above their sum, so the HTTP read timeout always fires
+// first and the activity sees the gateway's own outcome.
+func CallTimeout(connect, read time.Duration) time.Duration { return connect + read + 5*time.Second }
+
+// NewTuning derives the workflow tuning from the worker's settings.
+func NewTuning(connect, read time.Duration, requestAttempts int, unknownGrace, pollInitial, pollMax time.Duration) Tuning {
+	return Tuning{
+		RequestAttempts: requestAttempts,
+		RequestTimeout:  CallTimeout(connect, read),
+		LookupTimeout:   CallTimeout(connect, read),
+		UnknownGrace:    unknownGrace,
+		PollInitial:     pollInitial,
+		PollMax:         pollMax,
+	}
+}
+
+// DefaultTuning is the tuning a worker started with default flags passes.
 func DefaultTuning() Tuning {
-	return Tuning{RequestAttempts: 3, RequestTimeout: 10 * time.Second, LookupTimeout: 10 * time.Second,
-		UnknownGrace: 10 * time.Second, PollInitial: 5 * time.Second, PollMax: time.Minute}
+	return NewTuning(gateway.DefaultConnectTimeout, gateway.DefaultReadTimeout,
+		DefaultRequestAttempts, DefaultUnknownGrace, DefaultPollInitial, DefaultPollMax)
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/payguard/payguard/activities"
 	"github.com/payguard/payguard/gateway"
 	"github.com/payguard/payguard/status"
-	"github.com/payguard/payguard/store"
 )
 
 // The create: sending the charge request, and re-sending it only when the
@@ -139,7 +138,7 @@ func (p *payment) resendDue(ctx workflow.Context) bool {
 
 func (p *payment) resend(ctx workflow.Context) {
 	p.log.Info("no transaction after the grace period; sending the create again", "attempts", p.state.Attempts)
-	p.record(ctx, store.KindAnomaly, "create re-sent: no transaction at the gateway after the grace period", nil)
+	p.record(ctx, activities.KindAnomaly, "create re-sent: no transaction at the gateway after the grace period", nil)
 	p.setStatus(ctx, "", status.PaymentRequested)
 	p.resends++
 	sent, err := p.send(ctx, p.tuning.RequestAttempts-p.state.Attempts, fmt.Sprintf("resend-%d", p.resends))

@@ -34,7 +34,6 @@ import (
 	"github.com/payguard/payguard/gateway"
 	"github.com/payguard/payguard/ids"
 	"github.com/payguard/payguard/status"
-	"github.com/payguard/payguard/store"
 )
 
 // a is how workflow code names activities: only its method values are used.
@@ -155,7 +154,6 @@ func (w *Workflows) setup(ctx workflow.Context, in PaymentInput) (*payment, erro
 
 func (p *payment) run(ctx workflow.Context) (State, error) {
 	p.setStatus(ctx, status.OrderReserving, "")
-	var order store.Order
 	reserveCtx := p.storeCtx(ctx, fmt.Sprintf("Reserve %d × %s for order %s (amount %d)", p.in.Quantity, p.in.ProductID, p.in.OrderID, p.in.Amount))
 	if p.v >= moneySafe {
 		// An operator's cancel must not compensate while Reserve may still
@@ -163,7 +161,7 @@ func (p *payment) run(ctx workflow.Context) (State, error) {
 		reserveCtx = workflow.WithWaitForCancellation(reserveCtx, true)
 	}
 	err := workflow.ExecuteActivity(reserveCtx, a.Reserve, activities.ReserveInput{OrderID: p.in.OrderID, ProductID: p.in.ProductID,
-		Quantity: p.in.Quantity, Amount: p.in.Amount, UserID: p.in.UserID}).Get(ctx, &order)
+		Quantity: p.in.Quantity, Amount: p.in.Amount, UserID: p.in.UserID}).Get(ctx, nil)
 	rejected := isType(err, activities.ErrOutOfStock, activities.ErrUnknownProduct)
 	switch {
 	case ctx.Err() != nil && !(rejected && p.v >= moneySafe):
@@ -295,15 +293,9 @@ func (p *payment) setStatus(ctx workflow.Context, order status.Order, pay status
 	}
 }
 
-// storeCtx gives a database activity its options: retried on anything but
-// the store's declared refusals.
+// storeCtx gives a database activity its options.
 func (p *payment) storeCtx(ctx workflow.Context, summary string) workflow.Context {
-	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 15 * time.Second,
-		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 500 * time.Millisecond, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second,
-			NonRetryableErrorTypes: []string{activities.ErrOutOfStock, activities.ErrUnknownProduct, activities.ErrIllegalTransition, activities.ErrInvalidOrder}},
-		Summary: summary,
-	})
+	return workflow.WithActivityOptions(ctx, databaseOptions(summary))
 }
 
 func (p *payment) settleStep(ctx workflow.Context, in activities.SettleInput) error {
@@ -318,7 +310,7 @@ func (p *payment) settleStep(ctx workflow.Context, in activities.SettleInput) er
 // record appends to the order's event log; losing a note is not worth
 // failing the payment over, so errors are logged only.
 func (p *payment) record(ctx workflow.Context, kind, cause string, detail map[string]any) {
-	if kind == store.KindAnomaly {
+	if kind == activities.KindAnomaly {
 		p.state.Anomalies++
 	}
 	err := workflow.ExecuteActivity(p.storeCtx(ctx, fmt.Sprintf("Note on order %s (amount %d): %s", p.in.OrderID, p.in.Amount, cause)),

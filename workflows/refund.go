@@ -2,14 +2,12 @@ package workflows
 
 import (
 	"fmt"
-	"time"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/payguard/payguard/activities"
 	"github.com/payguard/payguard/status"
-	"github.com/payguard/payguard/store"
 )
 
 // Refund is RefundWorkflow: it cancels (refunds) one charge that arrived
@@ -20,23 +18,19 @@ func (w *Workflows) Refund(ctx workflow.Context, in RefundInput) (activities.Can
 		return activities.CancelResult{}, temporal.NewNonRetryableApplicationError("refund needs an order id and a transaction key",
 			activities.ErrInvalidOrder, nil)
 	}
-	gatewayCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 30 * time.Second,
-		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute},
-		Summary:             fmt.Sprintf("Refund late charge %s of %d for order %s", in.TransactionKey, in.Amount, in.OrderID),
-	})
+	gatewayCtx := workflow.WithActivityOptions(ctx,
+		cancelOptions(fmt.Sprintf("Refund late charge %s of %d for order %s", in.TransactionKey, in.Amount, in.OrderID)))
 	var res activities.CancelResult
 	if err := workflow.ExecuteActivity(gatewayCtx, a.CancelPayments,
 		activities.CancelInput{OrderID: in.OrderID, UserID: in.UserID, TransactionKeys: []string{in.TransactionKey}}).Get(ctx, &res); err != nil {
 		return res, err
 	}
-	storeCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 15 * time.Second,
-		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 500 * time.Millisecond, MaximumInterval: 30 * time.Second,
-			NonRetryableErrorTypes: []string{activities.ErrIllegalTransition, activities.ErrInvalidOrder}},
-		Summary: fmt.Sprintf("Record refund of %s (amount %d) for order %s", in.TransactionKey, in.Amount, in.OrderID),
-	})
-	if err := workflow.ExecuteActivity(storeCtx, a.RecordEvent, activities.EventInput{OrderID: in.OrderID, Kind: store.KindAnomaly,
+	// The payment's database options: the refund's once left out the
+	// backoff coefficient (the SDK's default is the same 2) and the stock
+	// refusals (which Settle and RecordEvent never return).
+	storeCtx := workflow.WithActivityOptions(ctx,
+		databaseOptions(fmt.Sprintf("Record refund of %s (amount %d) for order %s", in.TransactionKey, in.Amount, in.OrderID)))
+	if err := workflow.ExecuteActivity(storeCtx, a.RecordEvent, activities.EventInput{OrderID: in.OrderID, Kind: activities.KindAnomaly,
 		Cause: "late charge refunded: " + in.Cause, Detail: map[string]any{"transaction_key": in.TransactionKey, "refunded": res.Refunded}}).
 		Get(ctx, nil); err != nil {
 		return res, err

@@ -3,7 +3,6 @@ package workflows
 import (
 	"fmt"
 	"slices"
-	"time"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -11,7 +10,6 @@ import (
 	"github.com/payguard/payguard/activities"
 	"github.com/payguard/payguard/gateway"
 	"github.com/payguard/payguard/status"
-	"github.com/payguard/payguard/store"
 )
 
 // The endings: settling on a definitive answer, and compensation when none
@@ -25,7 +23,7 @@ func (p *payment) settle(ctx workflow.Context, tx gateway.Transaction, cause str
 	if tx.Status == gateway.StatusSuccess {
 		p.state.TransactionKey = tx.TransactionKey
 		if err := p.settleStep(dctx, activities.SettleInput{OrderID: p.in.OrderID, Order: status.OrderConfirmed,
-			Payment: status.PaymentSuccess, TransactionKey: tx.TransactionKey, Reservation: store.CommitReservation,
+			Payment: status.PaymentSuccess, TransactionKey: tx.TransactionKey, Reservation: activities.CommitReservation,
 			Cause: "payment SUCCESS: " + cause}); err != nil {
 			return p.state, err
 		}
@@ -33,14 +31,14 @@ func (p *payment) settle(ctx workflow.Context, tx gateway.Transaction, cause str
 		// Any other live transaction of this order could become a second charge.
 		others := slices.DeleteFunc(slices.Clone(p.keys), func(k string) bool { return k == tx.TransactionKey || p.closed[k] })
 		if len(others) > 0 {
-			p.record(dctx, store.KindAnomaly, "order has other transactions; cancelling them", map[string]any{"transaction_keys": others})
+			p.record(dctx, activities.KindAnomaly, "order has other transactions; cancelling them", map[string]any{"transaction_keys": others})
 			p.cancelAtGateway(dctx, others, false)
 		}
 	} else {
 		p.state.Reason = tx.Reason
 		if err := p.settleStep(dctx, activities.SettleInput{OrderID: p.in.OrderID, Order: status.OrderFailed,
 			Payment: status.PaymentFailed, TransactionKey: tx.TransactionKey, Reason: tx.Reason,
-			Reservation: store.ReleaseReservation, Cause: "payment FAILED: " + cause}); err != nil {
+			Reservation: activities.ReleaseReservation, Cause: "payment FAILED: " + cause}); err != nil {
 			return p.state, err
 		}
 		p.setStatus(dctx, status.OrderFailed, status.PaymentFailed)
@@ -102,11 +100,7 @@ func (p *payment) compensate(ctx workflow.Context, cause string) (State, error) 
 
 // cancelAtGateway cancels transactions until the gateway acknowledges.
 func (p *payment) cancelAtGateway(ctx workflow.Context, keys []string, searchByOrder bool) (activities.CancelResult, error) {
-	opts := workflow.ActivityOptions{
-		StartToCloseTimeout: 30 * time.Second,
-		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute},
-		Summary:             fmt.Sprintf("Cancel order %s's payment of %d at the gateway (refund if charged)", p.in.OrderID, p.in.Amount),
-	}
+	opts := cancelOptions(fmt.Sprintf("Cancel order %s's payment of %d at the gateway (refund if charged)", p.in.OrderID, p.in.Amount))
 	var res activities.CancelResult
 	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), a.CancelPayments,
 		activities.CancelInput{OrderID: p.in.OrderID, UserID: p.userForGateway(), TransactionKeys: keys, SearchByOrder: searchByOrder}).Get(ctx, &res)
@@ -126,7 +120,7 @@ func (p *payment) drainLate(ctx workflow.Context) {
 	for p.callbacks.ReceiveAsync(&cb) {
 		ours := p.state.Status == status.OrderConfirmed && cb.TransactionKey == p.state.TransactionKey
 		if cb.Status == gateway.StatusSuccess && cb.OrderID == p.in.OrderID && !ours && !slices.Contains(p.compensated, cb.TransactionKey) {
-			p.record(ctx, store.KindAnomaly, "SUCCESS arrived after the order was settled "+string(p.state.Status)+"; refunding",
+			p.record(ctx, activities.KindAnomaly, "SUCCESS arrived after the order was settled "+string(p.state.Status)+"; refunding",
 				map[string]any{"transaction_key": cb.TransactionKey})
 			if _, err := p.cancelAtGateway(ctx, []string{cb.TransactionKey}, false); err == nil && p.state.Status != status.OrderConfirmed {
 				_ = p.settleStep(ctx, activities.SettleInput{OrderID: p.in.OrderID, Payment: status.PaymentRefunded,

@@ -12,7 +12,7 @@ import (
 
 	"github.com/payguard/payguard/chaos/check"
 	"github.com/payguard/payguard/demo/outage"
-	"github.com/payguard/payguard/starter/cli"
+	"github.com/payguard/payguard/loadgen"
 )
 
 // Report is chaos-out/report.json.
@@ -28,15 +28,15 @@ type Report struct {
 	Cancels         int            `json:"operatorCancels"`
 	// CancelledEarly were cancelled before their stock was reserved: no
 	// record in the database, nothing at the gateway.
-	CancelledEarly []string          `json:"cancelledBeforeReserve"`
-	Forged         []check.Forged    `json:"forgedCallbacks"`
-	Settled        bool              `json:"settled"`
-	Invariants     []check.Result    `json:"invariants"`
-	Violations     int               `json:"violations"`
-	Orders         []cli.OrderSample `json:"orders"`
+	CancelledEarly []string              `json:"cancelledBeforeReserve"`
+	Forged         []check.Forged        `json:"forgedCallbacks"`
+	Settled        bool                  `json:"settled"`
+	Invariants     []check.Result        `json:"invariants"`
+	Violations     int                   `json:"violations"`
+	Orders         []loadgen.OrderSample `json:"orders"`
 }
 
-func buildReport(o Options, plan []Fault, sum cli.LoadSummary, b check.Books, tr *traffic, settled bool, took time.Duration) Report {
+func buildReport(o Options, plan []Fault, sum loadgen.Summary, b check.Books, tr *traffic, settled bool, took time.Duration) Report {
 	r := Report{Seed: o.Seed, DurationSeconds: o.Duration.Seconds(), Rate: o.Rate, ElapsedSeconds: math.Round(took.Seconds()),
 		Replay:   fmt.Sprintf("go run ./chaos --seed %d --duration %s --rate %v", o.Seed, o.Duration, o.Rate),
 		Schedule: plan, Placed: len(sum.Orders), Final: map[string]int{}, Forged: b.Forged, Settled: settled,

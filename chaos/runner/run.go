@@ -21,8 +21,8 @@ import (
 	"github.com/payguard/payguard/chaos/check"
 	"github.com/payguard/payguard/chaos/stack"
 	"github.com/payguard/payguard/config"
-	"github.com/payguard/payguard/internal/testenv"
-	"github.com/payguard/payguard/starter/cli"
+	"github.com/payguard/payguard/internal/devserver"
+	"github.com/payguard/payguard/loadgen"
 )
 
 // ErrViolations is returned when any invariant was violated (exit 1).
@@ -85,14 +85,14 @@ func Run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return err
 	}
-	temporalCLI, err := testenv.TemporalCLI()
+	temporalCLI, err := devserver.TemporalCLI()
 	if err != nil {
 		return err
 	}
 	const secret = "chaos-secret"
 	say("seed %d: starting PostgreSQL database, Temporal dev server, pgsim and 2 workers behind fault proxies...", o.Seed)
 	st, err := stack.Start(ctx, stack.Options{
-		Bin: o.Bin, TemporalCLI: temporalCLI, Out: o.Out, AdminDBURL: testenv.AdminDatabaseURL(), Secret: secret, Workers: 2,
+		Bin: o.Bin, TemporalCLI: temporalCLI, Out: o.Out, AdminDBURL: devserver.AdminDatabaseURL(), Secret: secret, Workers: 2,
 		DatabaseName: fmt.Sprintf("payguard_chaos_%d_%d", o.Seed, time.Now().Unix()),
 		// A calm gateway: faults come from the schedule, not the baseline.
 		PgsimArgs: []string{"--seed", fmt.Sprint(o.Seed), "--latency-min", "10ms", "--latency-max", "80ms",
@@ -130,15 +130,15 @@ func Run(ctx context.Context, args []string, stdout io.Writer) error {
 	say("stack up; %d faults planned over %s at %.1f orders/s", len(plan), o.Duration, o.Rate)
 
 	began := time.Now()
-	load := cli.LoadConfig{Rate: o.Rate, Duration: o.Duration, Products: products, TaskQueue: config.DefaultTaskQueue,
+	load := loadgen.Config{Rate: o.Rate, Duration: o.Duration, Products: products, TaskQueue: config.DefaultTaskQueue,
 		IDPrefix: fmt.Sprintf("chaos-%d", o.Seed), BeganAt: began, WaitTimeout: o.OrderDeadline + o.Settle,
-		Order: cli.OrderFlags{Qty: 1, Amount: 5000, User: "chaos-user", CardType: "SAMSUNG", CardNo: "1234-5678-9814-1451", Deadline: o.OrderDeadline}}
+		Order: loadgen.Order{Qty: 1, Amount: 5000, User: "chaos-user", CardType: "SAMSUNG", CardNo: "1234-5678-9814-1451", Deadline: o.OrderDeadline}}
 	if err := load.Validate(); err != nil {
 		return err
 	}
 	total := int(math.Ceil(o.Rate * o.Duration.Seconds()))
-	loadDone := make(chan cli.LoadSummary, 1)
-	go func() { loadDone <- cli.RunLoad(ctx, st.Client, load, stdout) }()
+	loadDone := make(chan loadgen.Summary, 1)
+	go func() { loadDone <- loadgen.Run(ctx, st.Client, load, stdout) }()
 
 	tr := &traffic{st: st, cl: st.Client, secret: []byte(secret), rng: rand.New(rand.NewPCG(o.Seed, 2)),
 		orderID: func(i int) string { return fmt.Sprintf("%s-%05d", load.IDPrefix, i+1) },
@@ -204,7 +204,7 @@ func Run(ctx context.Context, args []string, stdout io.Writer) error {
 }
 
 // collect reads the three books once the run has settled.
-func collect(ctx context.Context, st *stack.Stack, sum cli.LoadSummary, tr *traffic) (check.Books, error) {
+func collect(ctx context.Context, st *stack.Stack, sum loadgen.Summary, tr *traffic) (check.Books, error) {
 	var b check.Books
 	s, err := st.OpenStore(ctx)
 	if err != nil {

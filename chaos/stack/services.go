@@ -10,8 +10,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/payguard/payguard/internal/testenv"
-	"github.com/payguard/payguard/workflows"
+	"github.com/payguard/payguard/internal/devserver"
 )
 
 // Stop graces: long enough for a clean stop, short enough for a chaos run.
@@ -42,12 +41,7 @@ func startTemporal(ctx context.Context, cli, out string) (*Temporal, error) {
 	for _, suffix := range []string{"", "-wal", "-shm"} {
 		_ = os.Remove(dbFile + suffix)
 	}
-	args := []string{"server", "start-dev", "--ip", "127.0.0.1", "--port", port, "--headless",
-		"--db-filename", dbFile, "--log-level", "warn",
-		"--search-attribute", workflows.OrderStatusKey.GetName() + "=Keyword",
-		"--search-attribute", workflows.PaymentStatusKey.GetName() + "=Keyword",
-		"--sqlite-pragma", "journal_mode=WAL", "--sqlite-pragma", "synchronous=NORMAL"}
-	args = append(args, testenv.DevServerArgs...)
+	args := devserver.Args("127.0.0.1", port, "", dbFile)
 	t := &Temporal{Addr: addr, proc: &proc{name: "temporal", path: cli, args: args, logs: out}}
 	return t, t.start(ctx)
 }

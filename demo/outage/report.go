@@ -8,35 +8,37 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/payguard/payguard/internal/promtext"
+	"github.com/sony/gobreaker/v2"
+
+	"github.com/payguard/payguard/loadgen"
 	"github.com/payguard/payguard/pgsim/simulator"
-	"github.com/payguard/payguard/starter/cli"
+	"github.com/payguard/payguard/worker/metrics"
 )
 
 // Report is the demo's result: what the article measured, and the money.
 type Report struct {
-	Rate            float64             `json:"rate"`
-	DurationSeconds float64             `json:"durationSeconds"`
-	Gateway         []GatewayEvent      `json:"gatewayEvents"`
-	Breaker         []cli.BreakerChange `json:"breakerChanges"`
-	OutageToOpen    *float64            `json:"outageToOpenSeconds"`     // gateway down → breaker OPEN
-	RecoveryToClose *float64            `json:"recoveryToClosedSeconds"` // gateway up → breaker CLOSED
-	Started         int                 `json:"ordersStarted"`
-	FailedToStart   int                 `json:"ordersFailedToStart"`
-	Final           map[string]int      `json:"finalStatuses"`
-	Unfinished      int                 `json:"ordersUnfinished"`
+	Rate            float64                 `json:"rate"`
+	DurationSeconds float64                 `json:"durationSeconds"`
+	Gateway         []GatewayEvent          `json:"gatewayEvents"`
+	Breaker         []loadgen.BreakerChange `json:"breakerChanges"`
+	OutageToOpen    *float64                `json:"outageToOpenSeconds"`     // gateway down → breaker OPEN
+	RecoveryToClose *float64                `json:"recoveryToClosedSeconds"` // gateway up → breaker CLOSED
+	Started         int                     `json:"ordersStarted"`
+	FailedToStart   int                     `json:"ordersFailedToStart"`
+	Final           map[string]int          `json:"finalStatuses"`
+	Unfinished      int                     `json:"ordersUnfinished"`
 	// First-answer latency of orders placed while the breaker was closed vs open.
-	FirstAnswerClosed cli.Percentiles `json:"firstAnswerWhileClosed"`
-	FirstAnswerOpen   cli.Percentiles `json:"firstAnswerWhileOpen"`
-	FinalLatency      cli.Percentiles `json:"finalStatusLatency"`
+	FirstAnswerClosed loadgen.Percentiles `json:"firstAnswerWhileClosed"`
+	FirstAnswerOpen   loadgen.Percentiles `json:"firstAnswerWhileOpen"`
+	FinalLatency      loadgen.Percentiles `json:"finalStatusLatency"`
 	// Lookup latency in the worker, by outcome: reaching the gateway vs refused by the open breaker.
 	LookupLatency map[string]LatencyMean `json:"lookupLatency"`
 	// The double-charge oracle, from the gateway's own books.
-	MaxCreateRequestsPerOrder int               `json:"maxCreateRequestsPerOrder"`
-	MaxTransactionsPerOrder   int               `json:"maxTransactionsPerOrder"`
-	OrdersChargedTwice        int               `json:"ordersChargedTwice"`
-	CreateRequestsHistogram   map[int]int       `json:"createRequestsPerOrder"`
-	Orders                    []cli.OrderSample `json:"orders"`
+	MaxCreateRequestsPerOrder int                   `json:"maxCreateRequestsPerOrder"`
+	MaxTransactionsPerOrder   int                   `json:"maxTransactionsPerOrder"`
+	OrdersChargedTwice        int                   `json:"ordersChargedTwice"`
+	CreateRequestsHistogram   map[int]int           `json:"createRequestsPerOrder"`
+	Orders                    []loadgen.OrderSample `json:"orders"`
 }
 
 // LatencyMean is a histogram's count and mean.
@@ -46,7 +48,7 @@ type LatencyMean struct {
 }
 
 // BuildReport sums a run up.
-func BuildReport(sum cli.LoadSummary, events []GatewayEvent, stats simulator.Stats, lookups map[string]LatencyMean) Report {
+func BuildReport(sum loadgen.Summary, events []GatewayEvent, stats simulator.Stats, lookups map[string]LatencyMean) Report {
 	r := Report{Rate: sum.Rate, DurationSeconds: sum.DurationSec, Gateway: events, Breaker: sum.BreakerChanges,
 		Started: sum.Started, FailedToStart: sum.FailedToStart, Final: sum.Final, FinalLatency: sum.FinalLatency,
 		LookupLatency: lookups, CreateRequestsHistogram: map[int]int{}, Orders: sum.Orders}
@@ -62,11 +64,11 @@ func BuildReport(sum cli.LoadSummary, events []GatewayEvent, stats simulator.Sta
 		}
 	}
 	for _, c := range sum.BreakerChanges {
-		if c.To == "open" && down != nil && r.OutageToOpen == nil && c.Offset >= *down {
+		if c.To == gobreaker.StateOpen.String() && down != nil && r.OutageToOpen == nil && c.Offset >= *down {
 			v := round1(c.Offset - *down)
 			r.OutageToOpen = &v
 		}
-		if c.To == "closed" && up != nil && r.RecoveryToClose == nil && c.Offset >= *up {
+		if c.To == gobreaker.StateClosed.String() && up != nil && r.RecoveryToClose == nil && c.Offset >= *up {
 			v := round1(c.Offset - *up)
 			r.RecoveryToClose = &v
 		}
@@ -76,13 +78,13 @@ func BuildReport(sum cli.LoadSummary, events []GatewayEvent, stats simulator.Sta
 		if o.StartError != "" {
 			continue
 		}
-		if o.BreakerAtFire == "closed" {
+		if o.BreakerAtFire == gobreaker.StateClosed.String() {
 			closed = append(closed, o.StartMillis)
 		} else {
 			open = append(open, o.StartMillis)
 		}
 	}
-	r.FirstAnswerClosed, r.FirstAnswerOpen = cli.Latencies(closed), cli.Latencies(open)
+	r.FirstAnswerClosed, r.FirstAnswerOpen = loadgen.Latencies(closed), loadgen.Latencies(open)
 	for _, st := range stats.Orders {
 		r.CreateRequestsHistogram[st.CreateRequests]++
 		r.MaxCreateRequestsPerOrder = max(r.MaxCreateRequestsPerOrder, st.CreateRequests)
@@ -152,7 +154,7 @@ func secs(v *float64) string {
 // ScrapeLookupLatency reads the worker's lookup histogram: count and mean
 // per outcome (ok, unreachable, breaker_open, ...).
 func ScrapeLookupLatency(ctx context.Context, metricsURL string) (map[string]LatencyMean, error) {
-	samples, err := promtext.Scrape(ctx, metricsURL, "payguard_lookup_duration_seconds_sum", "payguard_lookup_duration_seconds_count")
+	samples, err := metrics.Scrape(ctx, metricsURL, metrics.LookupDuration+"_sum", metrics.LookupDuration+"_count")
 	if err != nil {
 		return nil, err
 	}

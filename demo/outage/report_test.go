@@ -9,20 +9,20 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/payguard/payguard/demo/outage"
+	"github.com/payguard/payguard/loadgen"
 	"github.com/payguard/payguard/pgsim/simulator"
-	"github.com/payguard/payguard/starter/cli"
 )
 
-func sampleRun() (cli.LoadSummary, []outage.GatewayEvent, simulator.Stats) {
-	sum := cli.LoadSummary{Rate: 3, DurationSec: 60, Started: 3, Final: map[string]int{"CONFIRMED": 2, "CANCELLED": 1},
-		BreakerChanges: []cli.BreakerChange{
+func sampleRun() (loadgen.Summary, []outage.GatewayEvent, simulator.Stats) {
+	sum := loadgen.Summary{Rate: 3, DurationSec: 60, Started: 3, Final: map[string]int{"CONFIRMED": 2, "CANCELLED": 1},
+		BreakerChanges: []loadgen.BreakerChange{
 			{Offset: 16.8, Breaker: "gateway-lookup", From: "closed", To: "open"},
 			{Offset: 26.8, Breaker: "gateway-lookup", From: "open", To: "half-open"},
 			{Offset: 26.9, Breaker: "gateway-lookup", From: "half-open", To: "open"},
 			{Offset: 36.9, Breaker: "gateway-lookup", From: "open", To: "half-open"},
 			{Offset: 37.2, Breaker: "gateway-lookup", From: "half-open", To: "closed"},
 		},
-		Orders: []cli.OrderSample{
+		Orders: []loadgen.OrderSample{
 			{OrderID: "a", StartOffset: 1, StartMillis: 5, FinalMillis: 1200, Final: "CONFIRMED", BreakerAtFire: "closed"},
 			{OrderID: "b", StartOffset: 20, StartMillis: 3, FinalMillis: 1600, Final: "CANCELLED", BreakerAtFire: "open"},
 			{OrderID: "c", StartOffset: 40, StartMillis: 7, FinalMillis: 2400, Final: "CONFIRMED", BreakerAtFire: "closed"},

@@ -21,18 +21,19 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/payguard/payguard/config"
-	"github.com/payguard/payguard/starter/cli"
+	"github.com/payguard/payguard/internal/devserver"
+	"github.com/payguard/payguard/loadgen"
 	"github.com/payguard/payguard/store"
-	"github.com/payguard/payguard/workflows"
 )
 
-// Ports of the local stack (docs/design.md §4–6 defaults).
+// Addresses of the local stack: each process's defaults (docs/design.md §4–6),
+// since the demo starts them without address flags.
 const (
-	temporalAddr = "127.0.0.1:7233"
-	uiAddr       = "127.0.0.1:8233"
-	gatewayAddr  = "127.0.0.1:8090"
-	adminAddr    = "127.0.0.1:8091"
-	workerAddr   = "127.0.0.1:8081"
+	temporalAddr = config.DefaultTemporalAddress
+	uiAddr       = config.DefaultTemporalUIAddr
+	gatewayAddr  = config.DefaultPgsimAddr
+	adminAddr    = config.DefaultPgsimAdminAddr
+	workerAddr   = config.DefaultWorkerAddr
 )
 
 // Options of the demo command.
@@ -68,7 +69,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	say := func(format string, a ...any) { fmt.Fprintf(stdout, format+"\n", a...) }
-	if cli.IsTerminal(stdout) {
+	if loadgen.IsTerminal(stdout) {
 		// Clear the live progress line first.
 		say = func(format string, a ...any) { fmt.Fprintf(stdout, "\r\033[K"+format+"\n", a...) }
 	}
@@ -94,13 +95,9 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	for _, suffix := range []string{"", "-wal", "-shm"} {
 		_ = os.Remove(dbFile + suffix)
 	}
-	if err := procs.start("temporal", filepath.Join(o.Bin, "temporal"), "server", "start-dev", "--ip", "127.0.0.1", "--port", "7233",
-		"--ui-port", "8233", "--db-filename", dbFile, "--log-level", "warn",
-		"--search-attribute", "OrderStatus=Keyword", "--search-attribute", "PaymentStatus=Keyword",
-		"--dynamic-config-value", "history.transferProcessorMaxPollRPS=200",
-		"--dynamic-config-value", "matching.numTaskqueueReadPartitions=1",
-		"--dynamic-config-value", "matching.numTaskqueueWritePartitions=1",
-		"--sqlite-pragma", "journal_mode=WAL", "--sqlite-pragma", "synchronous=NORMAL"); err != nil {
+	ip, port, _ := net.SplitHostPort(temporalAddr)
+	_, uiPort, _ := net.SplitHostPort(uiAddr)
+	if err := procs.start("temporal", filepath.Join(o.Bin, "temporal"), devserver.Args(ip, port, uiPort, dbFile)...); err != nil {
 		return err
 	}
 	cl, err := dialTemporal(ctx, 90*time.Second)
@@ -139,8 +136,8 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	say("Stack is up. Temporal UI: http://%s  (filter: OrderStatus=\"CANCELLED\")", uiAddr)
 	say("Outage scenario: %.0f orders/s for %s; gateway down at T+%s, back at T+%s.", o.Rate, o.Duration, o.DownAt, o.UpAt)
 	scenario := Scenario{
-		Load: cli.LoadConfig{Rate: o.Rate, Duration: o.Duration, Products: products, TaskQueue: workflows.TaskQueue,
-			Order:       cli.OrderFlags{Qty: 1, Amount: 12_000, User: "demo-user", CardType: "SAMSUNG", CardNo: "1234-5678-9814-1451", Deadline: o.Deadline},
+		Load: loadgen.Config{Rate: o.Rate, Duration: o.Duration, Products: products, TaskQueue: config.DefaultTaskQueue,
+			Order:       loadgen.Order{Qty: 1, Amount: 12_000, User: "demo-user", CardType: "SAMSUNG", CardNo: "1234-5678-9814-1451", Deadline: o.Deadline},
 			WaitTimeout: o.Deadline + time.Minute},
 		DownAt: o.DownAt, UpAt: o.UpAt, AdminURL: "http://" + adminAddr, MetricsURL: "http://" + workerAddr + "/metrics", Say: say,
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/payguard/payguard/demo/outage"
+	"github.com/payguard/payguard/internal/devserver"
 	"github.com/payguard/payguard/internal/testenv"
 )
 
@@ -27,7 +28,7 @@ func TestDemoRunsTheStackAndStopsEverythingOnCtrlC(t *testing.T) {
 	for _, pkg := range []string{"./demo", "./worker", "./pgsim"} {
 		require.NoError(t, os.Rename(testenv.BuildBinary(t, pkg), filepath.Join(bin, filepath.Base(pkg))))
 	}
-	cli, err := testenv.TemporalCLI()
+	cli, err := devserver.TemporalCLI()
 	require.NoError(t, err)
 	require.NoError(t, os.Symlink(cli, filepath.Join(bin, "temporal")))
 	out := t.TempDir()

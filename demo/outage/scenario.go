@@ -17,13 +17,13 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/payguard/payguard/loadgen"
 	"github.com/payguard/payguard/pgsim/simulator"
-	"github.com/payguard/payguard/starter/cli"
 )
 
 // Scenario is one outage run.
 type Scenario struct {
-	Load       cli.LoadConfig
+	Load       loadgen.Config
 	DownAt     time.Duration // gateway taken down this long after the first order
 	UpAt       time.Duration // and brought back here
 	AdminURL   string        // pgsim's admin API
@@ -40,15 +40,15 @@ type GatewayEvent struct {
 
 // Run launches the load, causes the outage and returns the load's summary
 // with the gateway's own statistics.
-func (s Scenario) Run(ctx context.Context, cl client.Client, progress io.Writer) (cli.LoadSummary, []GatewayEvent, simulator.Stats, error) {
+func (s Scenario) Run(ctx context.Context, cl client.Client, progress io.Writer) (loadgen.Summary, []GatewayEvent, simulator.Stats, error) {
 	if s.Say == nil {
 		s.Say = func(string, ...any) {}
 	}
 	if err := s.Load.Validate(); err != nil {
-		return cli.LoadSummary{}, nil, simulator.Stats{}, err
+		return loadgen.Summary{}, nil, simulator.Stats{}, err
 	}
 	if !(0 < s.DownAt && s.DownAt < s.UpAt) {
-		return cli.LoadSummary{}, nil, simulator.Stats{}, fmt.Errorf("want 0 < down-at < up-at, got %s and %s", s.DownAt, s.UpAt)
+		return loadgen.Summary{}, nil, simulator.Stats{}, fmt.Errorf("want 0 < down-at < up-at, got %s and %s", s.DownAt, s.UpAt)
 	}
 	var events []GatewayEvent
 	began := time.Now()
@@ -81,11 +81,11 @@ func (s Scenario) Run(ctx context.Context, cl client.Client, progress io.Writer)
 	}()
 	load := s.Load
 	load.MetricsURL = s.MetricsURL
-	load.OnBreakerChange = func(c cli.BreakerChange) {
+	load.OnBreakerChange = func(c loadgen.BreakerChange) {
 		s.Say("T+%5.1fs  breaker %s -> %s", c.Offset, strings.ToUpper(c.From), strings.ToUpper(c.To))
 	}
 	load.BeganAt = began
-	summary := cli.RunLoad(ctx, cl, load, progress)
+	summary := loadgen.Run(ctx, cl, load, progress)
 	stopOutage()
 	if err := <-outageDone; err != nil {
 		return summary, events, simulator.Stats{}, err

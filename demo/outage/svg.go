@@ -6,7 +6,7 @@ import (
 	"math"
 	"strings"
 
-	"github.com/payguard/payguard/starter/cli"
+	"github.com/payguard/payguard/loadgen"
 )
 
 // stateColors follow the Grafana panel of the article.
@@ -99,7 +99,7 @@ func (p OrderPlot) y(ms float64) float64 {
 }
 
 // Draw writes the panel: grid, one dot per order, the time axis.
-func (p OrderPlot) Draw(b *strings.Builder, orders []cli.OrderSample) {
+func (p OrderPlot) Draw(b *strings.Builder, orders []loadgen.OrderSample) {
 	fmt.Fprintf(b, `<text transform="translate(16,%.0f) rotate(-90)" text-anchor="middle">time to final status</text>`+"\n", p.Top+p.Height/2)
 	for _, ms := range []float64{10, 100, 1000, 10000, 100000} {
 		fmt.Fprintf(b, `<line x1="%.0f" x2="%.0f" y1="%.1f" y2="%.1f" stroke="#dddddd"/>`+"\n", p.Left, p.Width-p.Right, p.y(ms), p.y(ms))

@@ -10,22 +10,14 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/url"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/payguard/payguard/internal/devserver"
 	"github.com/payguard/payguard/store"
 )
-
-// AdminDatabaseURL is the server tests create their databases on.
-func AdminDatabaseURL() string {
-	if u := os.Getenv("PAYGUARD_TEST_DATABASE_URL"); u != "" {
-		return u
-	}
-	return "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
-}
 
 // NewDatabase creates an empty database for this test, dropped when the test
 // ends, and returns its URL.
@@ -34,9 +26,9 @@ func NewDatabase(t testing.TB) string {
 	NeedsServices(t, "PostgreSQL")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	admin, err := pgx.Connect(ctx, AdminDatabaseURL())
+	admin, err := pgx.Connect(ctx, devserver.AdminDatabaseURL())
 	if err != nil {
-		t.Fatalf("postgres is not reachable at %s (run `make postgres`): %v", AdminDatabaseURL(), err)
+		t.Fatalf("postgres is not reachable at %s (run `make postgres`): %v", devserver.AdminDatabaseURL(), err)
 	}
 	defer admin.Close(ctx)
 	name := "payguard_test_" + randomHex(6)
@@ -46,7 +38,7 @@ func NewDatabase(t testing.TB) string {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		conn, err := pgx.Connect(ctx, AdminDatabaseURL())
+		conn, err := pgx.Connect(ctx, devserver.AdminDatabaseURL())
 		if err != nil {
 			t.Errorf("drop database %s: %v", name, err)
 			return
@@ -56,7 +48,7 @@ func NewDatabase(t testing.TB) string {
 			t.Errorf("drop database %s: %v", name, err)
 		}
 	})
-	u, err := url.Parse(AdminDatabaseURL())
+	u, err := url.Parse(devserver.AdminDatabaseURL())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,16 +1,13 @@
 package testenv
 
 import (
-	"bytes"
 	"context"
 	"net"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/payguard/payguard/activities"
 	"github.com/payguard/payguard/pgsim/simulator"
-	"github.com/payguard/payguard/starter/cli"
 	"github.com/payguard/payguard/store"
 	"github.com/payguard/payguard/worker/service"
 )
@@ -98,13 +95,6 @@ func (s *Stack) Getenv(key string) string {
 		return s.Config.CallbackURL
 	}
 	return ""
-}
-
-// Starter runs a starter command against the stack and returns its output.
-func (s *Stack) Starter(ctx context.Context, args ...string) (string, error) {
-	var out, errOut bytes.Buffer
-	err := cli.Run(ctx, args, cli.Env{Getenv: s.Getenv, Stdout: &out, Stderr: &errOut})
-	return strings.TrimSpace(out.String()), err
 }
 
 // MetricsURL is the worker's /metrics.

@@ -2,7 +2,6 @@ package testenv
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -16,16 +15,9 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/payguard/payguard/internal/devserver"
 	"github.com/payguard/payguard/workflows"
 )
-
-// DevServerArgs are the dev-server flags payguard runs with everywhere: the
-// defaults cost ~50 ms per task hop; these remove the transfer poll limit.
-var DevServerArgs = []string{
-	"--dynamic-config-value", "history.transferProcessorMaxPollRPS=200",
-	"--dynamic-config-value", "matching.numTaskqueueReadPartitions=1",
-	"--dynamic-config-value", "matching.numTaskqueueWritePartitions=1",
-}
 
 var (
 	devOnce   sync.Once
@@ -34,47 +26,12 @@ var (
 	devErr    error
 )
 
-// TemporalCLI finds the temporal binary: PAYGUARD_TEMPORAL_CLI, else bin/
-// at the module root.
-func TemporalCLI() (string, error) {
-	if p := os.Getenv("PAYGUARD_TEMPORAL_CLI"); p != "" {
-		return p, nil
-	}
-	root, err := ModuleRoot()
-	if err != nil {
-		return "", err
-	}
-	p := filepath.Join(root, "bin", "temporal")
-	if _, err := os.Stat(p); err != nil {
-		return "", fmt.Errorf("no temporal CLI at %s: run `make tools`", p)
-	}
-	return p, nil
-}
-
-// ModuleRoot is the directory holding go.mod.
-func ModuleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("module root not found")
-		}
-		dir = parent
-	}
-}
-
 // BuildBinary builds one of payguard's commands (e.g. "./worker") into a
 // temporary directory and returns its path.
 func BuildBinary(t testing.TB, pkg string) string {
 	NeedsServices(t, "a build of "+pkg)
 	t.Helper()
-	root, err := ModuleRoot()
+	root, err := devserver.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +62,7 @@ func Temporal(t testing.TB) client.Client {
 	t.Helper()
 	NeedsServices(t, "the Temporal dev server")
 	devOnce.Do(func() {
-		path, err := TemporalCLI()
+		path, err := devserver.TemporalCLI()
 		if err != nil {
 			devErr = err
 			return
@@ -132,7 +89,7 @@ func Temporal(t testing.TB) client.Client {
 				Logger: sdklog.NewStructuredLogger(Logger(t))},
 			SearchAttributes: temporal.NewSearchAttributes(
 				workflows.OrderStatusKey.ValueSet(""), workflows.PaymentStatusKey.ValueSet("")),
-			ExtraArgs: DevServerArgs,
+			ExtraArgs: devserver.TuningArgs,
 			Stdout:    os.Stderr,
 			Stderr:    os.Stderr,
 		})

@@ -1,11 +1,8 @@
 package simulator
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/payguard/payguard/gateway"
@@ -66,17 +63,14 @@ func (s *Server) deliver(ctx context.Context, tx gateway.TransactionInfo, url st
 }
 
 func (s *Server) post(ctx context.Context, url string, body []byte) (int, error) {
-	ts := strconv.FormatInt(time.Now().Unix(), 10)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	req, err := gateway.NewCallback(ctx, url, body)
 	if err != nil {
 		return 0, err
 	}
-	req.Header.Set("Content-Type", "application/json")
 	// Unsigned, the callback is the simulator's own: a receiver in lookup
 	// mode must confirm it by asking the gateway.
 	if !s.cfg.UnsignedCallbacks {
-		req.Header.Set(gateway.HeaderTimestamp, ts)
-		req.Header.Set(gateway.HeaderSignature, gateway.Sign(s.cfg.Secret, ts, body))
+		gateway.SignCallback(req, s.cfg.Secret, body, time.Now())
 	}
 	resp, err := s.callback.Do(req)
 	if err != nil {

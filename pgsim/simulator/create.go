@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -14,8 +13,6 @@ import (
 	"github.com/payguard/payguard/gateway"
 	"github.com/payguard/payguard/ids"
 )
-
-var cardNoPattern = regexp.MustCompile(`^\d{4}-\d{4}-\d{4}-\d{4}$`)
 
 // MinOrderIDLength is the simulator's least orderId length: shorter ids are
 // refused there, so they are refused here, on top of payguard's id rule.
@@ -47,7 +44,7 @@ func validateCreate(req gateway.CreateRequest, callbackPrefix string) error {
 	if !slices.Contains(gateway.CardTypes, req.CardType) {
 		return fmt.Errorf("cardType must be one of %s, got %q", strings.Join(gateway.CardTypes, ", "), req.CardType)
 	}
-	if !cardNoPattern.MatchString(req.CardNo) {
+	if !gateway.CardNoPattern.MatchString(req.CardNo) {
 		return fmt.Errorf("cardNo must look like dddd-dddd-dddd-dddd, got %q", req.CardNo)
 	}
 	if err := ids.CheckOrder(req.OrderID); err != nil {

@@ -46,8 +46,8 @@ func ParseFlags(args []string, getenv func(string) string, usage io.Writer) (Con
 	cfg := Config{Faults: d}
 	var secret string
 	var seed int64
-	fs.StringVar(&cfg.Addr, "addr", "127.0.0.1:8090", "gateway API listen address")
-	fs.StringVar(&cfg.AdminAddr, "admin-addr", "127.0.0.1:8091", "admin API listen address (keep it on loopback)")
+	fs.StringVar(&cfg.Addr, "addr", config.DefaultPgsimAddr, "gateway API listen address")
+	fs.StringVar(&cfg.AdminAddr, "admin-addr", config.DefaultPgsimAdminAddr, "admin API listen address (keep it on loopback)")
 	fs.Int64Var(&seed, "seed", time.Now().UnixNano(), "random seed; the same seed repeats a run")
 	fs.StringVar(&secret, "secret", config.GatewaySecret(getenv), "callback signing secret (env GATEWAY_SECRET, as the worker)")
 	var signed bool

@@ -10,8 +10,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"regexp"
-	"slices"
 	"strings"
 	"time"
 
@@ -19,7 +17,7 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/payguard/payguard/config"
-	"github.com/payguard/payguard/gateway"
+	"github.com/payguard/payguard/loadgen"
 	"github.com/payguard/payguard/store"
 )
 
@@ -125,7 +123,7 @@ func (c *command) dialTemporal(ctx context.Context) (client.Client, error) {
 	cl, err := client.DialContext(dialCtx, client.Options{HostPort: c.common.TemporalAddress, Namespace: c.common.Namespace,
 		Logger: sdklog.NewStructuredLogger(discardLogger())})
 	if err != nil {
-		return nil, fmt.Errorf("temporal unreachable at %s (is the dev server running? `make dev-server`): %v", c.common.TemporalAddress, rootCause(err))
+		return nil, fmt.Errorf("temporal unreachable at %s (is the dev server running? `make dev-server`): %v", c.common.TemporalAddress, loadgen.RootCause(err))
 	}
 	return cl, nil
 }
@@ -136,29 +134,7 @@ func (c *command) openStore(ctx context.Context) (*store.Store, error) {
 	defer cancel()
 	st, err := store.Open(openCtx, c.common.DatabaseURL)
 	if err != nil {
-		return nil, fmt.Errorf("postgres unreachable at %s: %v", config.MaskURL(c.common.DatabaseURL), rootCause(err))
+		return nil, fmt.Errorf("postgres unreachable at %s: %v", config.MaskURL(c.common.DatabaseURL), loadgen.RootCause(err))
 	}
 	return st, nil
-}
-
-func rootCause(err error) error {
-	for {
-		next := errors.Unwrap(err)
-		if next == nil {
-			return err
-		}
-		err = next
-	}
-}
-
-var cardNoPattern = regexp.MustCompile(`^\d{4}-\d{4}-\d{4}-\d{4}$`)
-
-func validateCard(cardType, cardNo string) error {
-	if !slices.Contains(gateway.CardTypes, cardType) {
-		return fmt.Errorf("--card-type must be one of %s, got %q", strings.Join(gateway.CardTypes, ", "), cardType)
-	}
-	if !cardNoPattern.MatchString(cardNo) {
-		return fmt.Errorf("--card-no must look like dddd-dddd-dddd-dddd, got %q", cardNo)
-	}
-	return nil
 }

@@ -1,10 +1,7 @@
 package cli
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,6 +19,7 @@ import (
 
 	"github.com/payguard/payguard/gateway"
 	"github.com/payguard/payguard/ids"
+	"github.com/payguard/payguard/loadgen"
 	"github.com/payguard/payguard/status"
 	"github.com/payguard/payguard/store"
 	"github.com/payguard/payguard/workflows"
@@ -50,25 +48,15 @@ type OrderView struct {
 	Sources map[string]string `json:"sources"`
 }
 
-func newOrderID() string {
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	return "ord-" + hex.EncodeToString(b)
-}
-
-// OrderFlags are `order`'s own flags.
+// OrderFlags are `order`'s own flags: an order as the load generator places
+// it, and the order id (the load names its own).
 type OrderFlags struct {
-	Product  string
-	Qty      int64
-	Amount   int64
-	OrderID  string
-	User     string
-	CardType string
-	CardNo   string
-	Deadline time.Duration
+	loadgen.Order
+	OrderID string
 }
 
-func (f *OrderFlags) register(c *command) {
+// registerOrder adds the flags of an order, shared by `order` and `load`.
+func registerOrder(c *command, f *loadgen.Order) {
 	c.fs.StringVar(&f.Product, "product", "", "product id (required)")
 	c.fs.Int64Var(&f.Qty, "qty", 1, "quantity, at least 1")
 	c.fs.Int64Var(&f.Amount, "amount", 0, "amount in minor units, positive (required)")
@@ -79,66 +67,18 @@ func (f *OrderFlags) register(c *command) {
 }
 
 func (f *OrderFlags) validate() error {
-	switch {
-	case f.Product == "":
-		return errors.New("--product is required")
-	case f.Qty <= 0:
-		return fmt.Errorf("--qty must be at least 1, got %d", f.Qty)
-	case f.Amount <= 0:
-		return fmt.Errorf("--amount must be positive (minor units), got %d", f.Amount)
-	case f.Deadline <= 0 || f.Deadline > workflows.MaxDeadline:
-		return fmt.Errorf("--deadline must be positive and at most %s, got %s", workflows.MaxDeadline, f.Deadline)
-	}
-	// Refused here, before a workflow starts: the workflow would refuse them
-	// too, but only after the start, with a failed workflow to show for it.
-	if err := ids.CheckProduct(f.Product); err != nil {
-		return fmt.Errorf("--product: %w", err)
-	}
-	if err := ids.CheckUser(f.User); err != nil {
-		return fmt.Errorf("--user: %w", err)
-	}
 	if f.OrderID != "" { // "" is a fresh one
 		if err := ids.CheckOrder(f.OrderID); err != nil {
 			return fmt.Errorf("--order-id: %w", err)
 		}
 	}
-	return validateCard(f.CardType, f.CardNo)
-}
-
-func (f *OrderFlags) input(orderID string) workflows.PaymentInput {
-	return workflows.PaymentInput{OrderID: orderID, ProductID: f.Product, Quantity: f.Qty, Amount: f.Amount, UserID: f.User,
-		CardType: f.CardType, CardNo: f.CardNo, Deadline: f.Deadline}
-}
-
-// startOrder starts an order's workflow; starting an order twice is refused.
-func startOrder(ctx context.Context, cl client.Client, taskQueue string, in workflows.PaymentInput) (client.WorkflowRun, error) {
-	run, err := cl.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:                       workflows.PaymentWorkflowID(in.OrderID),
-		TaskQueue:                taskQueue,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
-		// Without this the client hands back the running order as if new.
-		WorkflowExecutionErrorWhenAlreadyStarted: true,
-		StaticSummary:                            fmt.Sprintf("Order %s: %d × %s for %d", in.OrderID, in.Quantity, in.ProductID, in.Amount),
-		StaticDetails: fmt.Sprintf("Order **%s** by %s: %d × %s, amount %d, %s card, deadline %s.",
-			in.OrderID, in.UserID, in.Quantity, in.ProductID, in.Amount, in.CardType, in.Deadline),
-		TypedSearchAttributes: temporal.NewSearchAttributes(workflows.OrderStatusKey.ValueSet(string(status.OrderReserving))),
-	}, workflows.PaymentWorkflowName, in)
-	var started *serviceerror.WorkflowExecutionAlreadyStarted
-	if errors.As(err, &started) || temporal.IsWorkflowExecutionAlreadyStartedError(err) {
-		return nil, fmt.Errorf("order %s was already placed (workflow %s): one order, one payment; see `starter status %s`",
-			in.OrderID, workflows.PaymentWorkflowID(in.OrderID), in.OrderID)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("start order %s: %v", in.OrderID, rootCause(err))
-	}
-	return run, nil
+	return f.Order.Validate()
 }
 
 func runOrder(ctx context.Context, args []string, env Env) error {
 	c := newCommand("order", env)
 	var f OrderFlags
-	f.register(c)
+	registerOrder(c, &f.Order)
 	c.fs.StringVar(&f.OrderID, "order-id", "", "order id (default: a fresh one)")
 	wait := c.fs.Bool("wait", false, "wait for the final status and print the order")
 	if err := c.parse(args, 0); err != nil {
@@ -148,14 +88,14 @@ func runOrder(ctx context.Context, args []string, env Env) error {
 		return fmt.Errorf("order: %w", err)
 	}
 	if f.OrderID == "" {
-		f.OrderID = newOrderID()
+		f.OrderID = loadgen.NewOrderID()
 	}
 	cl, err := c.dialTemporal(ctx)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	run, err := startOrder(ctx, cl, c.common.TaskQueue, f.input(f.OrderID))
+	run, err := loadgen.StartOrder(ctx, cl, c.common.TaskQueue, f.Input(f.OrderID))
 	if err != nil {
 		return err
 	}
@@ -170,7 +110,7 @@ func runOrder(ctx context.Context, args []string, env Env) error {
 	err = run.Get(ctx, &final)
 	var canceled *temporal.CanceledError
 	if err != nil && !errors.As(err, &canceled) {
-		return fmt.Errorf("order %s: workflow ended with an error: %v", f.OrderID, rootCause(err))
+		return fmt.Errorf("order %s: workflow ended with an error: %v", f.OrderID, loadgen.RootCause(err))
 	}
 	view := c.orderView(ctx, cl, f.OrderID)
 	return c.print(view, view.text())
@@ -196,7 +136,7 @@ func (c *command) orderView(ctx context.Context, cl client.Client, orderID strin
 		case errors.As(err, &notFound):
 			v.Sources["workflow"] = "no such workflow"
 		default:
-			v.Sources["workflow"] = "unreachable: " + rootCause(err).Error()
+			v.Sources["workflow"] = "unreachable: " + loadgen.RootCause(err).Error()
 		}
 	} else {
 		v.Sources["workflow"] = "unreachable"
@@ -309,20 +249,20 @@ func runCancel(ctx context.Context, args []string, env Env) error {
 		return fmt.Errorf("unknown order %q", orderID)
 	}
 	if err != nil {
-		return fmt.Errorf("cancel %s: %v", orderID, rootCause(err))
+		return fmt.Errorf("cancel %s: %v", orderID, loadgen.RootCause(err))
 	}
 	if st := desc.RawResponse.GetWorkflowExecutionInfo().GetStatus(); st != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		v := c.orderView(ctx, cl, orderID)
 		return fmt.Errorf("order %s already ended (%s, workflow %s): nothing to cancel", orderID, v.Status, strings.ToLower(st.String()))
 	}
 	if err := cl.CancelWorkflow(ctx, id, ""); err != nil {
-		return fmt.Errorf("cancel %s: %v", orderID, rootCause(err))
+		return fmt.Errorf("cancel %s: %v", orderID, loadgen.RootCause(err))
 	}
 	if *wait {
 		err := cl.GetWorkflow(ctx, id, "").Get(ctx, nil)
 		var canceled *temporal.CanceledError
 		if err != nil && !errors.As(err, &canceled) {
-			return fmt.Errorf("cancel %s: %v", orderID, rootCause(err))
+			return fmt.Errorf("cancel %s: %v", orderID, loadgen.RootCause(err))
 		}
 	}
 	v := c.orderView(ctx, cl, orderID)
@@ -419,7 +359,7 @@ func runCallback(ctx context.Context, args []string, env Env) error {
 		Reason: gateway.Nullable(*reason)})
 	code, answer, err := PostCallback(ctx, c.common.CallbackURL, []byte(c.common.GatewaySecret), body, time.Now())
 	if err != nil {
-		return fmt.Errorf("callback: worker unreachable at %s: %v", c.common.CallbackURL, rootCause(err))
+		return fmt.Errorf("callback: worker unreachable at %s: %v", c.common.CallbackURL, loadgen.RootCause(err))
 	}
 	out := map[string]any{"httpStatus": code, "answer": answer}
 	if code != http.StatusOK {
@@ -430,14 +370,11 @@ func runCallback(ctx context.Context, args []string, env Env) error {
 
 // PostCallback signs body as the gateway does and POSTs it to url.
 func PostCallback(ctx context.Context, url string, secret, body []byte, now time.Time) (int, map[string]any, error) {
-	ts := strconv.FormatInt(now.Unix(), 10)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	req, err := gateway.NewCallback(ctx, url, body)
 	if err != nil {
 		return 0, nil, err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(gateway.HeaderTimestamp, ts)
-	req.Header.Set(gateway.HeaderSignature, gateway.Sign(secret, ts, body))
+	gateway.SignCallback(req, secret, body, now)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, nil, err

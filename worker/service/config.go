@@ -9,6 +9,7 @@ import (
 
 	"github.com/payguard/payguard/activities"
 	"github.com/payguard/payguard/config"
+	"github.com/payguard/payguard/gateway"
 	"github.com/payguard/payguard/workflows"
 )
 
@@ -51,14 +52,14 @@ func ParseFlags(args []string, getenv func(string) string, usage io.Writer) (Con
 	c.Common.Register(fs, getenv)
 	b := activities.DefaultBreakerSettings()
 	var minCalls, halfOpen uint
-	fs.StringVar(&c.HTTPAddr, "http-addr", "127.0.0.1:8081", "listen address of the callback, health and metrics endpoints")
-	fs.DurationVar(&c.ConnectTimeout, "connect-timeout", time.Second, "gateway dial timeout: a failure within it never reached the gateway")
-	fs.DurationVar(&c.ReadTimeout, "read-timeout", 3*time.Second, "gateway answer timeout: a failure within it has an unknown outcome")
-	fs.IntVar(&c.RequestAttempts, "request-attempts", 3, "creates per order (retries of unreachable and grace-period re-sends)")
+	fs.StringVar(&c.HTTPAddr, "http-addr", config.DefaultWorkerAddr, "listen address of the callback, health and metrics endpoints")
+	fs.DurationVar(&c.ConnectTimeout, "connect-timeout", gateway.DefaultConnectTimeout, "gateway dial timeout: a failure within it never reached the gateway")
+	fs.DurationVar(&c.ReadTimeout, "read-timeout", gateway.DefaultReadTimeout, "gateway answer timeout: a failure within it has an unknown outcome")
+	fs.IntVar(&c.RequestAttempts, "request-attempts", workflows.DefaultRequestAttempts, "creates per order (retries of unreachable and grace-period re-sends)")
 	fs.BoolVar(&c.IdempotencyKeys, "idempotency-keys", false, "send an Idempotency-Key derived from the order id (only for gateways that honour it)")
-	fs.DurationVar(&c.UnknownGrace, "unknown-grace", 10*time.Second, "after an unknown create, how long no transaction means the gateway never took it")
-	fs.DurationVar(&c.PollInitial, "poll-initial", 5*time.Second, "first status poll after the create")
-	fs.DurationVar(&c.PollMax, "poll-max", time.Minute, "longest interval between status polls")
+	fs.DurationVar(&c.UnknownGrace, "unknown-grace", workflows.DefaultUnknownGrace, "after an unknown create, how long no transaction means the gateway never took it")
+	fs.DurationVar(&c.PollInitial, "poll-initial", workflows.DefaultPollInitial, "first status poll after the create")
+	fs.DurationVar(&c.PollMax, "poll-max", workflows.DefaultPollMax, "longest interval between status polls")
 	fs.DurationVar(&b.Window, "breaker-window", b.Window, "lookup breaker: rolling window calls are counted in")
 	fs.UintVar(&minCalls, "breaker-min-calls", uint(b.MinCalls), "lookup breaker: least calls in the window before it may trip")
 	fs.Float64Var(&b.FailureRate, "breaker-failure-rate", b.FailureRate, "lookup breaker: failure share that trips it")
@@ -111,17 +112,9 @@ func (c Config) listenAddr() string {
 	return c.HTTPAddr
 }
 
-// Tuning derives the workflow tuning: one create's StartToClose timeout sits
-// above the HTTP timeouts, so the HTTP read timeout always fires first.
+// Tuning derives the workflow tuning from the flags.
 func (c Config) Tuning() workflows.Tuning {
-	return workflows.Tuning{
-		RequestAttempts: c.RequestAttempts,
-		RequestTimeout:  c.ConnectTimeout + c.ReadTimeout + 5*time.Second,
-		LookupTimeout:   c.ConnectTimeout + c.ReadTimeout + 5*time.Second,
-		UnknownGrace:    c.UnknownGrace,
-		PollInitial:     c.PollInitial,
-		PollMax:         c.PollMax,
-	}
+	return workflows.NewTuning(c.ConnectTimeout, c.ReadTimeout, c.RequestAttempts, c.UnknownGrace, c.PollInitial, c.PollMax)
 }
 
 // LogAttrs lists the effective configuration with secrets masked.

@@ -14,6 +14,7 @@ import (
 	"github.com/payguard/payguard/internal/testenv"
 	"github.com/payguard/payguard/pgsim/simulator"
 	"github.com/payguard/payguard/worker/service"
+	"github.com/payguard/payguard/workflows"
 )
 
 func TestWorkerFlagDefaultsFollowTheSpec(t *testing.T) {
@@ -38,6 +39,7 @@ func TestWorkerFlagDefaultsFollowTheSpec(t *testing.T) {
 	assert.Equal(t, service.CallbackAuthSigned, c.CallbackAuth)
 	tuning := c.Tuning()
 	assert.Greater(t, tuning.RequestTimeout, c.ConnectTimeout+c.ReadTimeout, "the HTTP timeout fires before the activity's")
+	assert.Equal(t, workflows.DefaultTuning(), tuning, "DefaultTuning is what a worker with default flags passes")
 }
 
 func TestWorkerFlagsComeFromTheEnvironment(t *testing.T) {

@@ -77,7 +77,7 @@ func TestOperatorCancelDuringReserveReleasesTheStock(t *testing.T) {
 		return err == nil && waiting == 1
 	}, "Reserve blocked on the product row")
 
-	out, err := s.Starter(ctx, "cancel", "res-0001", "--wait=false")
+	out, err := starter(ctx, s, "cancel", "res-0001", "--wait=false")
 	require.NoError(t, err, out)
 	tc := temporalClient(t)
 	// Hold the lock until the workflow has handled the cancel and every
@@ -241,7 +241,7 @@ func TestCancelDuringARejectedCreateReleasesTheStock(t *testing.T) {
 			WHERE datname = current_database() AND wait_event_type = 'Lock' AND wait_event = 'advisory'`).Scan(&waiting)
 		return err == nil && waiting == 1
 	}, "the create blocked as it starts")
-	out, err := s.Starter(ctx, "cancel", "rej-0001", "--wait=false")
+	out, err := starter(ctx, s, "cancel", "rej-0001", "--wait=false")
 	require.NoError(t, err, out)
 	tc := temporalClient(t)
 	testenv.Eventually(t, 5*time.Second, func() bool {

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/payguard/payguard/activities"
+	"github.com/payguard/payguard/worker/metrics"
 )
 
 // Metrics are the worker's Prometheus metrics (docs/design.md §5).
@@ -30,24 +31,24 @@ func NewMetrics() *Metrics {
 	m := &Metrics{
 		Registry: reg,
 		breakerState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "payguard_breaker_state",
+			Name: metrics.BreakerState,
 			Help: "Circuit breaker state: 0 closed, 1 half-open, 2 open.",
 		}, []string{"breaker"}),
 		breakerChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "payguard_breaker_transitions_total",
+			Name: metrics.BreakerTransitions,
 			Help: "Circuit breaker state changes.",
 		}, []string{"breaker", "from", "to"}),
 		gatewayCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "payguard_gateway_calls_total",
+			Name: metrics.GatewayCalls,
 			Help: "Gateway calls by endpoint and outcome class (ok, unreachable, unknown, rejected, breaker_open).",
 		}, []string{"endpoint", "outcome"}),
 		lookupLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "payguard_lookup_duration_seconds",
+			Name:    metrics.LookupDuration,
 			Help:    "Status lookup latency, breaker refusals included.",
 			Buckets: []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}, []string{"endpoint", "outcome"}),
 		callbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "payguard_callbacks_total",
+			Name: metrics.Callbacks,
 			Help: "Gateway callbacks received, by answer code.",
 		}, []string{"code"}),
 	}

@@ -58,7 +58,7 @@ type Worker struct {
 	listener net.Listener
 	served   chan error
 	Metrics  *Metrics
-	Breaker  *gobreaker.CircuitBreaker[any]
+	Breaker  *gobreaker.CircuitBreaker[activities.LookupResult]
 	// Activities are the worker's activities, sharing its breaker.
 	Activities *activities.Activities
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/payguard/payguard/gateway"
 	"github.com/payguard/payguard/internal/testenv"
+	"github.com/payguard/payguard/loadgen"
 	"github.com/payguard/payguard/pgsim/simulator"
 	"github.com/payguard/payguard/starter/cli"
 	"github.com/payguard/payguard/status"
@@ -37,7 +38,7 @@ func setStock(t *testing.T, s *testenv.Stack, qty int64) {
 
 func placeOrder(t *testing.T, s *testenv.Stack, orderID string, extra ...string) cli.Started {
 	t.Helper()
-	out, err := s.Starter(context.Background(), append([]string{"order", "--product", "P1", "--qty", "2", "--amount", "5000",
+	out, err := starter(context.Background(), s, append([]string{"order", "--product", "P1", "--qty", "2", "--amount", "5000",
 		"--order-id", orderID, "--json"}, extra...)...)
 	require.NoError(t, err, out)
 	var started cli.Started
@@ -91,7 +92,7 @@ func TestOrderConfirmedByARealCallback(t *testing.T) {
 		c.PollInitial, c.PollMax = time.Minute, time.Minute // only the callback can answer in time
 	})
 	setStock(t, s, 5)
-	out, err := s.Starter(context.Background(), "order", "--product", "P1", "--qty", "2", "--amount", "5000", "--order-id", "cb-0001", "--wait", "--json")
+	out, err := starter(context.Background(), s, "order", "--product", "P1", "--qty", "2", "--amount", "5000", "--order-id", "cb-0001", "--wait", "--json")
 	require.NoError(t, err, out)
 	var v cli.OrderView
 	require.NoError(t, json.Unmarshal([]byte(out), &v))
@@ -110,7 +111,7 @@ func TestOrderConfirmedByPollingWhenTheCallbackIsDropped(t *testing.T) {
 	f.Callback.DropRate = 1
 	s := testenv.NewStack(t, f, nil)
 	setStock(t, s, 5)
-	out, err := s.Starter(context.Background(), "order", "--product", "P1", "--qty", "1", "--amount", "700", "--order-id", "poll-0001", "--wait", "--json")
+	out, err := starter(context.Background(), s, "order", "--product", "P1", "--qty", "1", "--amount", "700", "--order-id", "poll-0001", "--wait", "--json")
 	require.NoError(t, err, out)
 	var v cli.OrderView
 	require.NoError(t, json.Unmarshal([]byte(out), &v))
@@ -127,7 +128,7 @@ func TestStatusWhilePendingAndCancelCompensates(t *testing.T) {
 	placeOrder(t, s, "pend-1")
 	waitStatus(t, s, "pend-1", status.OrderPending)
 
-	out, err := s.Starter(context.Background(), "status", "pend-1", "--json")
+	out, err := starter(context.Background(), s, "status", "pend-1", "--json")
 	require.NoError(t, err, out)
 	var v cli.OrderView
 	require.NoError(t, json.Unmarshal([]byte(out), &v))
@@ -144,7 +145,7 @@ func TestStatusWhilePendingAndCancelCompensates(t *testing.T) {
 		assert.Contains(t, raw, field)
 	}
 
-	out, err = s.Starter(context.Background(), "cancel", "pend-1", "--json")
+	out, err = starter(context.Background(), s, "cancel", "pend-1", "--json")
 	require.NoError(t, err, out)
 	o := waitStatus(t, s, "pend-1", status.OrderCancelled)
 	assert.Equal(t, status.PaymentCancelled, o.PaymentStatus)
@@ -152,9 +153,9 @@ func TestStatusWhilePendingAndCancelCompensates(t *testing.T) {
 	assert.Equal(t, store.Stock{ProductID: "P1", Total: 5, Available: 5}, stock(t, s))
 	assert.Equal(t, 1, s.Sim.Stats().Orders["pend-1"].Cancelled)
 
-	_, err = s.Starter(context.Background(), "cancel", "pend-1")
+	_, err = starter(context.Background(), s, "cancel", "pend-1")
 	assert.ErrorContains(t, err, "already ended")
-	_, err = s.Starter(context.Background(), "status", "nobody")
+	_, err = starter(context.Background(), s, "status", "nobody")
 	assert.ErrorContains(t, err, "unknown order")
 }
 
@@ -164,7 +165,7 @@ func TestStarterCallbackIsAccepted(t *testing.T) {
 	setStock(t, s, 5)
 	placeOrder(t, s, "cli-cb")
 	waitStatus(t, s, "cli-cb", status.OrderPending)
-	out, err := s.Starter(context.Background(), "callback", "cli-cb", "--status", "SUCCESS", "--json")
+	out, err := starter(context.Background(), s, "callback", "cli-cb", "--status", "SUCCESS", "--json")
 	require.NoError(t, err, out)
 	assert.Contains(t, out, `"accepted": true`)
 	waitStatus(t, s, "cli-cb", status.OrderConfirmed)
@@ -238,7 +239,7 @@ func TestLateSuccessForACancelledOrderIsRefunded(t *testing.T) {
 	setStock(t, s, 5)
 	placeOrder(t, s, "late-1")
 	o := waitStatus(t, s, "late-1", status.OrderPending)
-	_, err := s.Starter(context.Background(), "cancel", "late-1")
+	_, err := starter(context.Background(), s, "cancel", "late-1")
 	require.NoError(t, err)
 	waitStatus(t, s, "late-1", status.OrderCancelled)
 	// The gateway charges anyway, and says so.
@@ -327,13 +328,13 @@ func TestStarterRejectsBadInputBeforeStarting(t *testing.T) {
 func TestStockCommands(t *testing.T) {
 	t.Parallel()
 	s := testenv.NewStack(t, processing(time.Hour), nil)
-	out, err := s.Starter(context.Background(), "stock", "set", "P9", "7", "--json")
+	out, err := starter(context.Background(), s, "stock", "set", "P9", "7", "--json")
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"productId":"P9","total":7,"available":7,"reserved":0,"sold":0}`, out)
-	out, err = s.Starter(context.Background(), "stock", "show", "P9")
+	out, err = starter(context.Background(), s, "stock", "show", "P9")
 	require.NoError(t, err)
 	assert.Equal(t, "P9: total 7, available 7, reserved 0, sold 0", out)
-	_, err = s.Starter(context.Background(), "stock", "show", "nope")
+	_, err = starter(context.Background(), s, "stock", "show", "nope")
 	assert.ErrorContains(t, err, "unknown product")
 }
 
@@ -342,7 +343,7 @@ func TestSecondStartOfTheSameOrderIsRefused(t *testing.T) {
 	s := testenv.NewStack(t, processing(time.Hour), nil)
 	setStock(t, s, 5)
 	placeOrder(t, s, "dup-0001")
-	_, err := s.Starter(context.Background(), "order", "--product", "P1", "--amount", "5000", "--order-id", "dup-0001")
+	_, err := starter(context.Background(), s, "order", "--product", "P1", "--amount", "5000", "--order-id", "dup-0001")
 	assert.ErrorContains(t, err, "already placed")
 	waitStatus(t, s, "dup-0001", status.OrderPending)
 	assert.Equal(t, 1, s.Sim.Stats().Orders["dup-0001"].CreateRequests)
@@ -351,9 +352,9 @@ func TestSecondStartOfTheSameOrderIsRefused(t *testing.T) {
 func TestLoadCommandSummarises(t *testing.T) {
 	t.Parallel()
 	s := testenv.NewStack(t, processing(100*time.Millisecond), nil)
-	out, err := s.Starter(context.Background(), "load", "--rate", "10", "--duration", "1s", "--stock", "100", "--metrics-url", s.MetricsURL(), "--json")
+	out, err := starter(context.Background(), s, "load", "--rate", "10", "--duration", "1s", "--stock", "100", "--metrics-url", s.MetricsURL(), "--json")
 	require.NoError(t, err)
-	var sum cli.LoadSummary
+	var sum loadgen.Summary
 	require.NoError(t, json.Unmarshal([]byte(out), &sum))
 	assert.Equal(t, 10, sum.Started)
 	assert.Zero(t, sum.FailedToStart)
@@ -391,7 +392,7 @@ func TestStatusSaysWhatItCouldNotReach(t *testing.T) {
 	setStock(t, s, 5)
 	placeOrder(t, s, "half-1")
 	waitStatus(t, s, "half-1", status.OrderPending)
-	out, err := s.Starter(context.Background(), "status", "half-1", "--json", "--temporal-address", testenv.FreeAddr(t))
+	out, err := starter(context.Background(), s, "status", "half-1", "--json", "--temporal-address", testenv.FreeAddr(t))
 	require.NoError(t, err, "the database alone still answers")
 	var v cli.OrderView
 	require.NoError(t, json.Unmarshal([]byte(out), &v))

@@ -1,6 +1,8 @@
-// Package promtext reads samples from a Prometheus text endpoint: enough
-// for the load generator and the demo to follow the worker's metrics.
-package promtext
+package metrics
+
+// A reader of the worker's metrics from outside the process: samples from a
+// Prometheus text endpoint, enough for the load generator and the demo to
+// follow the worker. It lives beside the names it reads.
 
 import (
 	"bufio"

@@ -1,4 +1,4 @@
-package promtext
+package metrics
 
 import (
 	"context"

@@ -1,0 +1,52 @@
+// Package devserver holds what the local development stack is made of, for
+// the demo, chaos and the tests alike: the one definition of the flags
+// payguard runs the Temporal dev server with, and where the temporal CLI
+// and the PostgreSQL server for fresh databases are found (local.go).
+//
+// The demo and chaos start the dev server from Args, the tests start theirs
+// with TuningArgs, and the copies that must live outside Go
+// (scripts/dev-server.sh, docker-compose.yml) are checked against these by a
+// test at the module root.
+package devserver
+
+import (
+	"github.com/payguard/payguard/workflows"
+)
+
+// TuningArgs remove the dev server's transfer poll limit and task-queue
+// partitions: with its defaults every task hop costs ~50 ms, which the
+// demo's and tests' timings cannot afford.
+var TuningArgs = []string{
+	"--dynamic-config-value", "history.transferProcessorMaxPollRPS=200",
+	"--dynamic-config-value", "matching.numTaskqueueReadPartitions=1",
+	"--dynamic-config-value", "matching.numTaskqueueWritePartitions=1",
+}
+
+// SQLiteArgs make a file-backed server's writes cheap enough for the demo's
+// load (WAL, no fsync per commit); a crash may lose the last writes, which a
+// development server can afford.
+var SQLiteArgs = []string{"--sqlite-pragma", "journal_mode=WAL", "--sqlite-pragma", "synchronous=NORMAL"}
+
+// SearchAttributeArgs register the search attributes the workflow keeps
+// current (workflows.OrderStatusKey, PaymentStatusKey).
+func SearchAttributeArgs() []string {
+	return []string{
+		"--search-attribute", workflows.OrderStatusKey.GetName() + "=Keyword",
+		"--search-attribute", workflows.PaymentStatusKey.GetName() + "=Keyword",
+	}
+}
+
+// Args is the whole command line of a dev server that keeps its history in
+// dbFile and listens on ip:port, with its UI on uiPort ("" for none).
+func Args(ip, port, uiPort, dbFile string) []string {
+	args := []string{"server", "start-dev", "--ip", ip, "--port", port}
+	if uiPort == "" {
+		args = append(args, "--headless")
+	} else {
+		args = append(args, "--ui-port", uiPort)
+	}
+	args = append(args, "--db-filename", dbFile, "--log-level", "warn")
+	args = append(args, SearchAttributeArgs()...)
+	args = append(args, TuningArgs...)
+	return append(args, SQLiteArgs...)
+}

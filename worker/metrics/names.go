@@ -1,0 +1,20 @@
+// Package metrics names the worker's Prometheus metrics. The worker
+// registers them (worker/service) and the load generator, the demo and the
+// tests scrape them; the names are public (dashboards read them), so they
+// are written once, here, in a package that pulls in nothing.
+package metrics
+
+const (
+	// BreakerState is a gauge per breaker: 0 closed, 1 half-open, 2 open.
+	BreakerState = "payguard_breaker_state"
+	// BreakerTransitions counts state changes, labelled breaker, from, to
+	// (the states as gobreaker spells them).
+	BreakerTransitions = "payguard_breaker_transitions_total"
+	// GatewayCalls counts gateway calls by endpoint and outcome class.
+	GatewayCalls = "payguard_gateway_calls_total"
+	// LookupDuration is the status lookup latency histogram; a scraper
+	// reads its _sum and _count series.
+	LookupDuration = "payguard_lookup_duration_seconds"
+	// Callbacks counts gateway callbacks by answer code.
+	Callbacks = "payguard_callbacks_total"
+)
