@@ -85,21 +85,11 @@ func (h *callbackHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, http.StatusUnauthorized, "UNAUTHORIZED", err.Error())
 		return
 	}
-	var cb gateway.Transaction
-	if err := decodeCallback(body, &cb); err != nil {
-		h.refuse(w, http.StatusBadRequest, "BAD_REQUEST", err.Error())
+	cb, order, ok := h.readOrder(w, r, body)
+	if !ok {
 		return
 	}
 	ctx := r.Context()
-	order, err := h.store.GetOrder(ctx, cb.OrderID)
-	if errors.Is(err, store.ErrNotFound) {
-		h.refuse(w, http.StatusNotFound, "NOT_FOUND", fmt.Sprintf("no order %q", cb.OrderID))
-		return
-	}
-	if err != nil {
-		h.refuse(w, http.StatusServiceUnavailable, "UNAVAILABLE", "database unavailable; retry later")
-		return
-	}
 	if order.Status.Final() {
 		h.settled(ctx, w, order, cb)
 		return
@@ -128,6 +118,26 @@ func (h *callbackHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h.log.Info("callback accepted", "order_id", cb.OrderID, "transaction_key", cb.TransactionKey, "status", cb.Status)
 	h.answer(w, http.StatusOK, CallbackAnswer{Accepted: true})
+}
+
+// readOrder decodes a callback and reads its order, answering the refusal
+// itself (400, 404, 503) when it cannot.
+func (h *callbackHandler) readOrder(w http.ResponseWriter, r *http.Request, body []byte) (gateway.Transaction, store.Order, bool) {
+	var cb gateway.Transaction
+	if err := decodeCallback(body, &cb); err != nil {
+		h.refuse(w, http.StatusBadRequest, "BAD_REQUEST", err.Error())
+		return cb, store.Order{}, false
+	}
+	order, err := h.store.GetOrder(r.Context(), cb.OrderID)
+	if errors.Is(err, store.ErrNotFound) {
+		h.refuse(w, http.StatusNotFound, "NOT_FOUND", fmt.Sprintf("no order %q", cb.OrderID))
+		return cb, order, false
+	}
+	if err != nil {
+		h.refuse(w, http.StatusServiceUnavailable, "UNAVAILABLE", "database unavailable; retry later")
+		return cb, order, false
+	}
+	return cb, order, true
 }
 
 // settled handles a callback for an order that already ended: recorded, not

@@ -7,7 +7,6 @@ import (
 
 	"go.temporal.io/api/serviceerror"
 
-	"github.com/payguard/payguard/gateway"
 	"github.com/payguard/payguard/store"
 	"github.com/payguard/payguard/workflows"
 )
@@ -19,21 +18,11 @@ import (
 // gateway now (workflows.LookupHintSignal), through the lookup breaker, and
 // the gateway's answer decides. It never settles, refunds or records a status.
 func (h *callbackHandler) hint(w http.ResponseWriter, r *http.Request, body []byte) {
-	var cb gateway.Transaction
-	if err := decodeCallback(body, &cb); err != nil {
-		h.refuse(w, http.StatusBadRequest, "BAD_REQUEST", err.Error())
+	cb, order, ok := h.readOrder(w, r, body)
+	if !ok {
 		return
 	}
 	ctx := r.Context()
-	order, err := h.store.GetOrder(ctx, cb.OrderID)
-	if errors.Is(err, store.ErrNotFound) {
-		h.refuse(w, http.StatusNotFound, "NOT_FOUND", fmt.Sprintf("no order %q", cb.OrderID))
-		return
-	}
-	if err != nil {
-		h.refuse(w, http.StatusServiceUnavailable, "UNAVAILABLE", "database unavailable; retry later")
-		return
-	}
 	if order.Status.Final() {
 		// No workflow is left to look anything up, and an unverified SUCCESS
 		// may not start a refund of whatever key it names: it is noted for
@@ -48,7 +37,7 @@ func (h *callbackHandler) hint(w http.ResponseWriter, r *http.Request, body []by
 		h.answer(w, http.StatusOK, CallbackAnswer{Accepted: false, Reason: reason})
 		return
 	}
-	err = h.temporal.SignalWorkflow(ctx, workflows.PaymentWorkflowID(cb.OrderID), "", workflows.LookupHintSignal,
+	err := h.temporal.SignalWorkflow(ctx, workflows.PaymentWorkflowID(cb.OrderID), "", workflows.LookupHintSignal,
 		workflows.LookupHint{TransactionKey: cb.TransactionKey, Status: cb.Status})
 	var notFound *serviceerror.NotFound
 	if err != nil {
