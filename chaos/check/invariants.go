@@ -107,9 +107,11 @@ func statusOf(s status.Order) string {
 }
 
 // I2: without gateway-honoured idempotency keys, a second create that
-// reached the gateway is a second transaction: there must be none.
+// reached the gateway is a second transaction: there must be none. With
+// them, every create of an order carries the order's one key, and the
+// gateway may act on a key once: again at most one transaction per order.
 func oneTransaction(b Books) Result {
-	r := Result{ID: "I2", Rule: "at most one gateway transaction per order (no second create that reached the gateway)"}
+	r := Result{ID: "I2", Rule: "at most one gateway transaction per order (no second create that reached the gateway; one side effect per key with keys)"}
 	for _, id := range slices.Sorted(maps.Keys(b.Gateway)) {
 		r.Checked++
 		if g := b.Gateway[id]; len(g.Transactions) > 1 {

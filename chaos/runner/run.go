@@ -38,6 +38,10 @@ type Options struct {
 	Out           string
 	Bin           string
 	KeepDB        bool
+	// IdempotencyKeys runs the workers with --idempotency-keys: creates are
+	// retried under the order's key, and I2 then checks one side effect per
+	// key (one key per order: still at most one transaction per order).
+	IdempotencyKeys bool
 }
 
 func parse(args []string, stdout io.Writer) (Options, error) {
@@ -52,6 +56,7 @@ func parse(args []string, stdout io.Writer) (Options, error) {
 	fs.StringVar(&o.Out, "out", "chaos-out", "where the logs, report.json and timeline.svg go")
 	fs.StringVar(&o.Bin, "bin", "bin", "where the pgsim and worker binaries are (make build)")
 	fs.BoolVar(&o.KeepDB, "keep-db", false, "keep the run's database even when the run is clean")
+	fs.BoolVar(&o.IdempotencyKeys, "idempotency-keys", false, "run the workers with --idempotency-keys (pgsim honours keys)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -100,7 +105,7 @@ func Run(ctx context.Context, args []string, stdout io.Writer) error {
 		// Short timeouts and polls so a run of minutes sees many order lives.
 		WorkerArgs: []string{"--connect-timeout", "500ms", "--read-timeout", "2s", "--unknown-grace", "3s",
 			"--poll-initial", "1s", "--poll-max", "3s", "--shutdown-timeout", "3s",
-			"--breaker-window", "10s", "--breaker-open", "3s"},
+			"--breaker-window", "10s", "--breaker-open", "3s", fmt.Sprintf("--idempotency-keys=%t", o.IdempotencyKeys)},
 	})
 	if err != nil {
 		return err
