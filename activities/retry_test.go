@@ -84,18 +84,8 @@ func TestRetryAfterARejectionReturnsItAndSendsNothing(t *testing.T) {
 func TestDatabaseBlipAfterTheAnswerNeverSendsASecondCreate(t *testing.T) {
 	r := newRig(t, quiet(), activities.DefaultBreakerSettings(), false)
 	r.reserve(t, "order-1")
-	ctx := context.Background()
-	// nextval is not transactional: the trigger fails exactly once, even
-	// when the transaction it fails is rolled back.
-	_, err := r.store.Pool().Exec(ctx, `
-		CREATE SEQUENCE blip;
-		CREATE FUNCTION blip_once() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN
-			IF nextval('blip') = 1 THEN RAISE EXCEPTION 'injected: connection lost'; END IF;
-			RETURN NEW;
-		END $$;
-		CREATE TRIGGER blip BEFORE UPDATE ON payments FOR EACH ROW WHEN (NEW.status = 'PENDING') EXECUTE FUNCTION blip_once();`)
-	require.NoError(t, err)
+	// Fails exactly once, even though the transaction it fails rolls back.
+	testenv.FailFirst(t, r.store.Pool(), 1, "UPDATE", "payments", "NEW.status = 'PENDING'")
 
 	var res activities.RequestResult
 	for try := 1; ; try++ {

@@ -108,19 +108,10 @@ func TestRecordReplayHistories(t *testing.T) {
 			resolve(id, "SUCCESS", true)
 		}, status.OrderConfirmed},
 		{"create_waits_for_database", func(id string) {
-			_, err := s.Store.Pool().Exec(ctx, `
-				CREATE SEQUENCE outage;
-				CREATE FUNCTION outage() RETURNS trigger LANGUAGE plpgsql AS $$
-				BEGIN
-					IF nextval('outage') <= 3 THEN RAISE EXCEPTION 'injected: the database is unavailable'; END IF;
-					RETURN NEW;
-				END $$;
-				CREATE TRIGGER outage BEFORE INSERT ON payment_attempts FOR EACH ROW EXECUTE FUNCTION outage();`)
-			require.NoError(t, err)
+			heal := testenv.FailFirst(t, s.Store.Pool(), 3, "INSERT", "payment_attempts", "")
 			placeOrder(t, s, id, "P1", 1)
 			waitOrder(t, s, id, status.OrderPending, 30*time.Second)
-			_, err = s.Store.Pool().Exec(ctx, `DROP TRIGGER outage ON payment_attempts`)
-			require.NoError(t, err)
+			heal()
 			resolve(id, "SUCCESS", true)
 		}, status.OrderConfirmed},
 		{"cancel_during_reserve", func(id string) {
@@ -130,12 +121,7 @@ func TestRecordReplayHistories(t *testing.T) {
 			_, err = lock.Exec(ctx, `SELECT * FROM products WHERE product_id = 'P1' FOR UPDATE`)
 			require.NoError(t, err)
 			placeOrder(t, s, id, "P1", 1)
-			testenv.Eventually(t, 30*time.Second, func() bool {
-				var waiting int
-				err := s.Store.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-					WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting)
-				return err == nil && waiting == 1
-			}, "Reserve blocked")
+			testenv.WaitLockWaiters(t, s.Store.Pool(), 1, "", "Reserve blocked")
 			_, err = starter(ctx, s, "cancel", id, "--wait=false")
 			require.NoError(t, err)
 		}, status.OrderCancelled},

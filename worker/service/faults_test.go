@@ -39,15 +39,7 @@ func TestDatabaseFailingAsTheCreateStartsIsWaitedOut(t *testing.T) {
 	t.Parallel()
 	s := testenv.NewStack(t, processing(100*time.Millisecond), nil)
 	setStock(t, s, 5)
-	_, err := s.Store.Pool().Exec(context.Background(), `
-		CREATE SEQUENCE outage;
-		CREATE FUNCTION outage() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN
-			IF nextval('outage') <= 4 THEN RAISE EXCEPTION 'injected: the database is unavailable'; END IF;
-			RETURN NEW;
-		END $$;
-		CREATE TRIGGER outage BEFORE INSERT ON payment_attempts FOR EACH ROW EXECUTE FUNCTION outage();`)
-	require.NoError(t, err)
+	testenv.FailFirst(t, s.Store.Pool(), 4, "INSERT", "payment_attempts", "")
 	placeOrder(t, s, "db-0001")
 	o := waitStatus(t, s, "db-0001", status.OrderConfirmed)
 	assert.Equal(t, status.PaymentSuccess, o.PaymentStatus)
@@ -70,12 +62,7 @@ func TestOperatorCancelDuringReserveReleasesTheStock(t *testing.T) {
 	require.NoError(t, err)
 
 	placeOrder(t, s, "res-0001")
-	testenv.Eventually(t, 30*time.Second, func() bool {
-		var waiting int
-		err := s.Store.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting)
-		return err == nil && waiting == 1
-	}, "Reserve blocked on the product row")
+	testenv.WaitLockWaiters(t, s.Store.Pool(), 1, "", "Reserve blocked on the product row")
 
 	out, err := starter(ctx, s, "cancel", "res-0001", "--wait=false")
 	require.NoError(t, err, out)
@@ -235,12 +222,7 @@ func TestCancelDuringARejectedCreateReleasesTheStock(t *testing.T) {
 	require.NoError(t, err)
 
 	placeOrder(t, s, "rej-0001")
-	testenv.Eventually(t, 30*time.Second, func() bool {
-		var waiting int
-		err := s.Store.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock' AND wait_event = 'advisory'`).Scan(&waiting)
-		return err == nil && waiting == 1
-	}, "the create blocked as it starts")
+	testenv.WaitLockWaiters(t, s.Store.Pool(), 1, "advisory", "the create blocked as it starts")
 	out, err := starter(ctx, s, "cancel", "rej-0001", "--wait=false")
 	require.NoError(t, err, out)
 	tc := temporalClient(t)

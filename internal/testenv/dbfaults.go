@@ -1,0 +1,54 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// FailFirst makes the first n writes (event "INSERT" or "UPDATE") to table
+// fail inside the real database, as a lost connection or an outage would;
+// when, if not "", is the trigger's WHEN condition (e.g. "NEW.status =
+// 'PENDING'"). The count is a sequence, which is not transactional: a
+// failed write counts even though its transaction rolls back. heal drops the
+// fault.
+func FailFirst(t testing.TB, pool *pgxpool.Pool, n int, event, table, when string) (heal func()) {
+	t.Helper()
+	ctx := context.Background()
+	name := "fault_" + table
+	if when != "" {
+		when = "WHEN (" + when + ")"
+	}
+	_, err := pool.Exec(ctx, fmt.Sprintf(`
+		CREATE SEQUENCE %[1]s;
+		CREATE FUNCTION %[1]s() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF nextval('%[1]s') <= %[2]d THEN RAISE EXCEPTION 'injected: the database refused the write'; END IF;
+			RETURN NEW;
+		END $$;
+		CREATE TRIGGER %[1]s BEFORE %[3]s ON %[4]s FOR EACH ROW %[5]s EXECUTE FUNCTION %[1]s();`, name, n, event, table, when))
+	if err != nil {
+		t.Fatalf("inject a database fault on %s: %v", table, err)
+	}
+	return func() {
+		if _, err := pool.Exec(ctx, fmt.Sprintf(`DROP TRIGGER %s ON %s`, name, table)); err != nil {
+			t.Errorf("heal the database fault on %s: %v", table, err)
+		}
+	}
+}
+
+// WaitLockWaiters polls until n backends of pool's database wait on a lock
+// (of kind waitEvent, e.g. "advisory", when not ""): the step under test is
+// provably blocked where the test holds the lock.
+func WaitLockWaiters(t testing.TB, pool *pgxpool.Pool, n int, waitEvent, what string) {
+	t.Helper()
+	Eventually(t, 30*time.Second, func() bool {
+		var waiting int
+		err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND ($1 = '' OR wait_event = $1)`, waitEvent).Scan(&waiting)
+		return err == nil && waiting == n
+	}, what)
+}
