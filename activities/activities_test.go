@@ -125,59 +125,77 @@ func TestRequestAccepted(t *testing.T) {
 	assert.Equal(t, 1, r.sim.Stats().Orders["order-1"].CreateRequests)
 }
 
-func TestRequestWhenGatewayDownIsRetryableUnreachable(t *testing.T) {
-	f := quiet()
-	f.Down = true
-	r := newRig(t, f, activities.DefaultBreakerSettings(), false)
-	r.reserve(t, "order-1")
-	_, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("order-1"))
-	kind, retry := appError(t, err)
-	assert.Equal(t, activities.ErrGatewayUnreachable, kind)
-	assert.True(t, retry, "the gateway never saw it: safe to retry")
-	assert.Equal(t, store.OutcomeUnreachable, r.attempts(t, "order-1")[0].Outcome)
-	assert.Equal(t, status.PaymentRequested, r.payment(t, "order-1").PaymentStatus)
-	assert.Zero(t, r.sim.Stats().Requests["create"])
-	assert.Equal(t, 1, r.calls["create/unreachable"])
-}
-
-func TestRequestReadTimeoutIsUnknownAndNotRetryable(t *testing.T) {
-	f := heldCreates()
-	r := newRig(t, f, activities.DefaultBreakerSettings(), false)
-	r.reserve(t, "order-1")
-	_, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("order-1"))
-	kind, retry := appError(t, err)
-	assert.Equal(t, activities.ErrGatewayOutcomeUnknown, kind)
-	assert.False(t, retry, "the gateway may be charging: a retry could charge twice")
-	assert.Len(t, r.sim.Stats().Orders["order-1"].Transactions, 1, "the gateway did take it")
-	o := r.payment(t, "order-1")
-	assert.Equal(t, status.PaymentUnknown, o.PaymentStatus)
-	assert.Equal(t, status.OrderPending, o.Status)
-}
-
-func TestRequestServerErrorIsUnknownAndNotRetryable(t *testing.T) {
-	f := quiet()
-	f.Create.ErrorRate = 1
-	r := newRig(t, f, activities.DefaultBreakerSettings(), false)
-	r.reserve(t, "order-1")
-	_, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("order-1"))
-	kind, retry := appError(t, err)
-	assert.Equal(t, activities.ErrGatewayOutcomeUnknown, kind)
-	assert.False(t, retry)
-	assert.Equal(t, 1, r.calls["create/unknown"])
-}
-
-func TestRequestRejectedIsFailedAndNotRetryable(t *testing.T) {
-	r := newRig(t, quiet(), activities.DefaultBreakerSettings(), false)
-	r.reserve(t, "order-1")
-	in := request("order-1")
-	in.CardNo = "not-a-card"
-	_, err := r.env.ExecuteActivity(r.acts.RequestPayment, in)
-	kind, retry := appError(t, err)
-	assert.Equal(t, activities.ErrGatewayRejected, kind)
-	assert.False(t, retry)
-	o := r.payment(t, "order-1")
-	assert.Equal(t, status.PaymentFailed, o.PaymentStatus)
-	assert.Equal(t, "BAD_REQUEST", o.PaymentReason)
+// Each way a create can fail, and what the activity makes of it: the error
+// type Temporal sees, whether Temporal may retry it, and what the gateway and
+// the database were left with.
+func TestRequestFailures(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		faults    func() simulator.Faults
+		before    func(t *testing.T, r *rig) // after the reserve
+		cardNo    string                     // instead of a valid card
+		wantKind  string
+		wantRetry bool
+		why       string // of wantRetry
+		check     func(t *testing.T, r *rig)
+	}{
+		{name: "WhenGatewayDownIsRetryableUnreachable", faults: func() simulator.Faults { f := quiet(); f.Down = true; return f },
+			wantKind: activities.ErrGatewayUnreachable, wantRetry: true, why: "the gateway never saw it: safe to retry",
+			check: func(t *testing.T, r *rig) {
+				assert.Equal(t, store.OutcomeUnreachable, r.attempts(t, "order-1")[0].Outcome)
+				assert.Equal(t, status.PaymentRequested, r.payment(t, "order-1").PaymentStatus)
+				assert.Zero(t, r.sim.Stats().Requests["create"])
+				assert.Equal(t, 1, r.calls["create/unreachable"])
+			}},
+		{name: "ReadTimeoutIsUnknownAndNotRetryable", faults: heldCreates,
+			wantKind: activities.ErrGatewayOutcomeUnknown, why: "the gateway may be charging: a retry could charge twice",
+			check: func(t *testing.T, r *rig) {
+				assert.Len(t, r.sim.Stats().Orders["order-1"].Transactions, 1, "the gateway did take it")
+				o := r.payment(t, "order-1")
+				assert.Equal(t, status.PaymentUnknown, o.PaymentStatus)
+				assert.Equal(t, status.OrderPending, o.Status)
+			}},
+		{name: "ServerErrorIsUnknownAndNotRetryable", faults: func() simulator.Faults { f := quiet(); f.Create.ErrorRate = 1; return f },
+			wantKind: activities.ErrGatewayOutcomeUnknown,
+			check: func(t *testing.T, r *rig) {
+				assert.Equal(t, 1, r.calls["create/unknown"])
+			}},
+		{name: "RejectedIsFailedAndNotRetryable", faults: quiet, cardNo: "not-a-card",
+			wantKind: activities.ErrGatewayRejected,
+			check: func(t *testing.T, r *rig) {
+				o := r.payment(t, "order-1")
+				assert.Equal(t, status.PaymentFailed, o.PaymentStatus)
+				assert.Equal(t, "BAD_REQUEST", o.PaymentReason)
+			}},
+		{name: "CreateSentAndNeverAnsweredIsNotSentAgain", faults: quiet,
+			before: func(t *testing.T, r *rig) {
+				// A worker began attempt 1 and died before recording the answer.
+				_, err := r.store.BeginAttempt(context.Background(), store.AttemptRequest{OrderID: "order-1"})
+				require.NoError(t, err)
+			},
+			wantKind: activities.ErrGatewayOutcomeUnknown,
+			check: func(t *testing.T, r *rig) {
+				assert.Zero(t, r.sim.Stats().Requests["create"], "no second create went out")
+				assert.Equal(t, status.PaymentUnknown, r.payment(t, "order-1").PaymentStatus)
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, tc.faults(), activities.DefaultBreakerSettings(), false)
+			r.reserve(t, "order-1")
+			if tc.before != nil {
+				tc.before(t, r)
+			}
+			in := request("order-1")
+			if tc.cardNo != "" {
+				in.CardNo = tc.cardNo
+			}
+			_, err := r.env.ExecuteActivity(r.acts.RequestPayment, in)
+			kind, retry := appError(t, err)
+			assert.Equal(t, tc.wantKind, kind)
+			assert.Equal(t, tc.wantRetry, retry, tc.why)
+			tc.check(t, r)
+		})
+	}
 }
 
 func TestIdempotencyKeyModeRetriesTimeoutsSafely(t *testing.T) {
@@ -200,20 +218,6 @@ func TestIdempotencyKeyModeRetriesTimeoutsSafely(t *testing.T) {
 	for _, a := range r.attempts(t, "order-1") {
 		assert.Equal(t, activities.IdempotencyKey("order-1"), a.IdempotencyKey)
 	}
-}
-
-func TestCreateSentAndNeverAnsweredIsNotSentAgain(t *testing.T) {
-	r := newRig(t, quiet(), activities.DefaultBreakerSettings(), false)
-	r.reserve(t, "order-1")
-	// A worker began attempt 1 and died before recording the answer.
-	_, err := r.store.BeginAttempt(context.Background(), store.AttemptRequest{OrderID: "order-1"})
-	require.NoError(t, err)
-	_, err = r.env.ExecuteActivity(r.acts.RequestPayment, request("order-1"))
-	kind, retry := appError(t, err)
-	assert.Equal(t, activities.ErrGatewayOutcomeUnknown, kind)
-	assert.False(t, retry)
-	assert.Zero(t, r.sim.Stats().Requests["create"], "no second create went out")
-	assert.Equal(t, status.PaymentUnknown, r.payment(t, "order-1").PaymentStatus)
 }
 
 func TestLookupBreakerOpensFailsFastAndClosesThroughHalfOpen(t *testing.T) {
