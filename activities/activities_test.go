@@ -70,6 +70,17 @@ func (r *rig) reserve(t *testing.T, orderID string) {
 	require.NoError(t, err)
 }
 
+// requestAccepted runs the create activity, which must succeed, and returns
+// its result.
+func (r *rig) requestAccepted(t *testing.T, orderID string) activities.RequestResult {
+	t.Helper()
+	v, err := r.env.ExecuteActivity(r.acts.RequestPayment, request(orderID))
+	require.NoError(t, err)
+	var res activities.RequestResult
+	require.NoError(t, v.Get(&res))
+	return res
+}
+
 func request(orderID string) activities.RequestInput {
 	return activities.RequestInput{OrderID: orderID, Amount: 5000, UserID: "u1", CardType: "SAMSUNG", CardNo: "1234-5678-9814-1451"}
 }
@@ -112,10 +123,7 @@ func heldCreates() simulator.Faults {
 func TestRequestAccepted(t *testing.T) {
 	r := newRig(t, quiet(), activities.DefaultBreakerSettings(), false)
 	r.reserve(t, "order-1")
-	v, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("order-1"))
-	require.NoError(t, err)
-	var res activities.RequestResult
-	require.NoError(t, v.Get(&res))
+	res := r.requestAccepted(t, "order-1")
 	assert.NotEmpty(t, res.TransactionKey)
 	o := r.payment(t, "order-1")
 	assert.Equal(t, status.OrderPending, o.Status)
@@ -208,10 +216,7 @@ func TestIdempotencyKeyModeRetriesTimeoutsSafely(t *testing.T) {
 	assert.True(t, retry, "the key makes the retry safe")
 
 	testenv.PatchFaults(t, r.sim, map[string]any{"create": map[string]any{"timeoutRate": 0}})
-	v, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("order-1"))
-	require.NoError(t, err)
-	var res activities.RequestResult
-	require.NoError(t, v.Get(&res))
+	res := r.requestAccepted(t, "order-1")
 	st := r.sim.Stats().Orders["order-1"]
 	assert.Equal(t, 2, st.CreateRequests)
 	assert.Equal(t, []string{res.TransactionKey}, st.Transactions, "the retry was answered from the gateway's idempotency store")
@@ -225,10 +230,7 @@ func TestLookupBreakerOpensFailsFastAndClosesThroughHalfOpen(t *testing.T) {
 	r := newRig(t, f, activities.BreakerSettings{Window: 10 * time.Second, MinCalls: 5, FailureRate: 0.5,
 		OpenFor: 300 * time.Millisecond, HalfOpenCalls: 3}, false)
 	r.reserve(t, "order-1")
-	v, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("order-1"))
-	require.NoError(t, err)
-	var created activities.RequestResult
-	require.NoError(t, v.Get(&created))
+	created := r.requestAccepted(t, "order-1")
 	lookup := activities.LookupInput{OrderID: "order-1", TransactionKey: created.TransactionKey}
 
 	testenv.PatchFaults(t, r.sim, map[string]any{"lookup": map[string]any{"errorRate": 1, "errorStatus": 503}})
@@ -299,24 +301,21 @@ func TestLookupByOrderIDFindsTransactions(t *testing.T) {
 func TestCancelPaymentsRefundsSuccessAndFindsUnknownByOrder(t *testing.T) {
 	r := newRig(t, quiet(), activities.DefaultBreakerSettings(), false)
 	r.reserve(t, "order-1")
-	v, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("order-1"))
-	require.NoError(t, err)
-	var created activities.RequestResult
-	require.NoError(t, v.Get(&created))
+	created := r.requestAccepted(t, "order-1")
 	testenv.Admin(t, r.sim, "POST", "/admin/transactions/"+created.TransactionKey+"/resolve", map[string]any{"status": "SUCCESS", "callback": false}, nil)
 
-	for range 2 { // idempotent
-		v, err = r.env.ExecuteActivity(r.acts.CancelPayments, activities.CancelInput{OrderID: "order-1", SearchByOrder: true})
-		require.NoError(t, err)
-	}
 	var res activities.CancelResult
-	require.NoError(t, v.Get(&res))
+	for range 2 { // idempotent
+		v, err := r.env.ExecuteActivity(r.acts.CancelPayments, activities.CancelInput{OrderID: "order-1", SearchByOrder: true})
+		require.NoError(t, err)
+		require.NoError(t, v.Get(&res))
+	}
 	require.Len(t, res.Transactions, 1)
 	assert.Equal(t, gateway.StatusCancelled, res.Transactions[0].Status)
 	assert.Equal(t, 1, r.sim.Stats().Orders["order-1"].Refunded)
 
 	testenv.PatchFaults(t, r.sim, map[string]any{"down": true})
-	_, err = r.env.ExecuteActivity(r.acts.CancelPayments, activities.CancelInput{OrderID: "order-1", TransactionKeys: []string{created.TransactionKey}})
+	_, err := r.env.ExecuteActivity(r.acts.CancelPayments, activities.CancelInput{OrderID: "order-1", TransactionKeys: []string{created.TransactionKey}})
 	_, retry := appError(t, err)
 	assert.True(t, retry, "a cancel is retried until acknowledged")
 }

@@ -45,6 +45,17 @@ func placeOrder(t *testing.T, s *testenv.Stack, orderID string, extra ...string)
 	return started
 }
 
+// pendingOrder starts a stack on which only a callback can answer in time
+// (the gateway holds every payment an hour and the first poll is a minute
+// away), places orderID on it and waits until the order is PENDING.
+func pendingOrder(t *testing.T, orderID string) (*testenv.Stack, store.Order) {
+	t.Helper()
+	s := testenv.NewStack(t, processing(time.Hour), func(c *service.Config) { c.PollInitial, c.PollMax = time.Minute, time.Minute })
+	setStock(t, s, 5)
+	placeOrder(t, s, orderID)
+	return s, waitStatus(t, s, orderID, status.OrderPending)
+}
+
 func waitStatus(t *testing.T, s *testenv.Stack, orderID string, want status.Order) store.Order {
 	t.Helper()
 	var o store.Order

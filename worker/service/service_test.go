@@ -89,10 +89,7 @@ func TestStatusWhilePendingAndCancelCompensates(t *testing.T) {
 
 func TestCallbackEndpointAnswers(t *testing.T) {
 	t.Parallel()
-	s := testenv.NewStack(t, processing(time.Hour), func(c *service.Config) { c.PollInitial, c.PollMax = time.Minute, time.Minute })
-	setStock(t, s, 5)
-	placeOrder(t, s, "ep-0001")
-	o := waitStatus(t, s, "ep-0001", status.OrderPending)
+	s, o := pendingOrder(t, "ep-0001")
 	events := func() int {
 		list, err := s.Store.Events(context.Background(), "ep-0001")
 		require.NoError(t, err)
@@ -151,10 +148,7 @@ func TestCallbackEndpointAnswers(t *testing.T) {
 
 func TestLateSuccessForACancelledOrderIsRefunded(t *testing.T) {
 	t.Parallel()
-	s := testenv.NewStack(t, processing(time.Hour), func(c *service.Config) { c.PollInitial, c.PollMax = time.Minute, time.Minute })
-	setStock(t, s, 5)
-	placeOrder(t, s, "late-1")
-	o := waitStatus(t, s, "late-1", status.OrderPending)
+	s, o := pendingOrder(t, "late-1")
 	_, err := starter(context.Background(), s, "cancel", "late-1")
 	require.NoError(t, err)
 	waitStatus(t, s, "late-1", status.OrderCancelled)

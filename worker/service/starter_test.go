@@ -14,7 +14,6 @@ import (
 	"github.com/payguard/payguard/loadgen"
 	"github.com/payguard/payguard/starter/cli"
 	"github.com/payguard/payguard/status"
-	"github.com/payguard/payguard/worker/service"
 )
 
 // The starter's commands against a running worker: status, cancel, stock,
@@ -22,10 +21,7 @@ import (
 
 func TestStarterCallbackIsAccepted(t *testing.T) {
 	t.Parallel()
-	s := testenv.NewStack(t, processing(time.Hour), func(c *service.Config) { c.PollInitial, c.PollMax = time.Minute, time.Minute })
-	setStock(t, s, 5)
-	placeOrder(t, s, "cli-cb")
-	waitStatus(t, s, "cli-cb", status.OrderPending)
+	s, _ := pendingOrder(t, "cli-cb")
 	out, err := starter(context.Background(), s, "callback", "cli-cb", "--status", "SUCCESS", "--json")
 	require.NoError(t, err, out)
 	assert.Contains(t, out, `"accepted": true`)
