@@ -70,6 +70,17 @@ func (r *rig) reserve(t *testing.T, orderID string) {
 	require.NoError(t, err)
 }
 
+// requestAccepted runs the create activity, which must succeed, and returns
+// its result.
+func (r *rig) requestAccepted(t *testing.T, orderID string) activities.RequestResult {
+	t.Helper()
+	v, err := r.env.ExecuteActivity(r.acts.RequestPayment, request(orderID))
+	require.NoError(t, err)
+	var res activities.RequestResult
+	require.NoError(t, v.Get(&res))
+	return res
+}
+
 func request(orderID string) activities.RequestInput {
 	return activities.RequestInput{OrderID: orderID, Amount: 5000, UserID: "u1", CardType: "SAMSUNG", CardNo: "1234-5678-9814-1451"}
 }
@@ -112,10 +123,7 @@ func heldCreates() simulator.Faults {
 func TestRequestAccepted(t *testing.T) {
 	r := newRig(t, quiet(), activities.DefaultBreakerSettings(), false)
 	r.reserve(t, "order-1")
-	v, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("order-1"))
-	require.NoError(t, err)
-	var res activities.RequestResult
-	require.NoError(t, v.Get(&res))
+	res := r.requestAccepted(t, "order-1")
 	assert.NotEmpty(t, res.TransactionKey)
 	o := r.payment(t, "order-1")
 	assert.Equal(t, status.OrderPending, o.Status)
@@ -125,59 +133,77 @@ func TestRequestAccepted(t *testing.T) {
 	assert.Equal(t, 1, r.sim.Stats().Orders["order-1"].CreateRequests)
 }
 
-func TestRequestWhenGatewayDownIsRetryableUnreachable(t *testing.T) {
-	f := quiet()
-	f.Down = true
-	r := newRig(t, f, activities.DefaultBreakerSettings(), false)
-	r.reserve(t, "order-1")
-	_, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("order-1"))
-	kind, retry := appError(t, err)
-	assert.Equal(t, activities.ErrGatewayUnreachable, kind)
-	assert.True(t, retry, "the gateway never saw it: safe to retry")
-	assert.Equal(t, store.OutcomeUnreachable, r.attempts(t, "order-1")[0].Outcome)
-	assert.Equal(t, status.PaymentRequested, r.payment(t, "order-1").PaymentStatus)
-	assert.Zero(t, r.sim.Stats().Requests["create"])
-	assert.Equal(t, 1, r.calls["create/unreachable"])
-}
-
-func TestRequestReadTimeoutIsUnknownAndNotRetryable(t *testing.T) {
-	f := heldCreates()
-	r := newRig(t, f, activities.DefaultBreakerSettings(), false)
-	r.reserve(t, "order-1")
-	_, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("order-1"))
-	kind, retry := appError(t, err)
-	assert.Equal(t, activities.ErrGatewayOutcomeUnknown, kind)
-	assert.False(t, retry, "the gateway may be charging: a retry could charge twice")
-	assert.Len(t, r.sim.Stats().Orders["order-1"].Transactions, 1, "the gateway did take it")
-	o := r.payment(t, "order-1")
-	assert.Equal(t, status.PaymentUnknown, o.PaymentStatus)
-	assert.Equal(t, status.OrderPending, o.Status)
-}
-
-func TestRequestServerErrorIsUnknownAndNotRetryable(t *testing.T) {
-	f := quiet()
-	f.Create.ErrorRate = 1
-	r := newRig(t, f, activities.DefaultBreakerSettings(), false)
-	r.reserve(t, "order-1")
-	_, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("order-1"))
-	kind, retry := appError(t, err)
-	assert.Equal(t, activities.ErrGatewayOutcomeUnknown, kind)
-	assert.False(t, retry)
-	assert.Equal(t, 1, r.calls["create/unknown"])
-}
-
-func TestRequestRejectedIsFailedAndNotRetryable(t *testing.T) {
-	r := newRig(t, quiet(), activities.DefaultBreakerSettings(), false)
-	r.reserve(t, "order-1")
-	in := request("order-1")
-	in.CardNo = "not-a-card"
-	_, err := r.env.ExecuteActivity(r.acts.RequestPayment, in)
-	kind, retry := appError(t, err)
-	assert.Equal(t, activities.ErrGatewayRejected, kind)
-	assert.False(t, retry)
-	o := r.payment(t, "order-1")
-	assert.Equal(t, status.PaymentFailed, o.PaymentStatus)
-	assert.Equal(t, "BAD_REQUEST", o.PaymentReason)
+// Each way a create can fail, and what the activity makes of it: the error
+// type Temporal sees, whether Temporal may retry it, and what the gateway and
+// the database were left with.
+func TestRequestFailures(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		faults    func() simulator.Faults
+		before    func(t *testing.T, r *rig) // after the reserve
+		cardNo    string                     // instead of a valid card
+		wantKind  string
+		wantRetry bool
+		why       string // of wantRetry
+		check     func(t *testing.T, r *rig)
+	}{
+		{name: "WhenGatewayDownIsRetryableUnreachable", faults: func() simulator.Faults { f := quiet(); f.Down = true; return f },
+			wantKind: activities.ErrGatewayUnreachable, wantRetry: true, why: "the gateway never saw it: safe to retry",
+			check: func(t *testing.T, r *rig) {
+				assert.Equal(t, store.OutcomeUnreachable, r.attempts(t, "order-1")[0].Outcome)
+				assert.Equal(t, status.PaymentRequested, r.payment(t, "order-1").PaymentStatus)
+				assert.Zero(t, r.sim.Stats().Requests["create"])
+				assert.Equal(t, 1, r.calls["create/unreachable"])
+			}},
+		{name: "ReadTimeoutIsUnknownAndNotRetryable", faults: heldCreates,
+			wantKind: activities.ErrGatewayOutcomeUnknown, why: "the gateway may be charging: a retry could charge twice",
+			check: func(t *testing.T, r *rig) {
+				assert.Len(t, r.sim.Stats().Orders["order-1"].Transactions, 1, "the gateway did take it")
+				o := r.payment(t, "order-1")
+				assert.Equal(t, status.PaymentUnknown, o.PaymentStatus)
+				assert.Equal(t, status.OrderPending, o.Status)
+			}},
+		{name: "ServerErrorIsUnknownAndNotRetryable", faults: func() simulator.Faults { f := quiet(); f.Create.ErrorRate = 1; return f },
+			wantKind: activities.ErrGatewayOutcomeUnknown,
+			check: func(t *testing.T, r *rig) {
+				assert.Equal(t, 1, r.calls["create/unknown"])
+			}},
+		{name: "RejectedIsFailedAndNotRetryable", faults: quiet, cardNo: "not-a-card",
+			wantKind: activities.ErrGatewayRejected,
+			check: func(t *testing.T, r *rig) {
+				o := r.payment(t, "order-1")
+				assert.Equal(t, status.PaymentFailed, o.PaymentStatus)
+				assert.Equal(t, "BAD_REQUEST", o.PaymentReason)
+			}},
+		{name: "CreateSentAndNeverAnsweredIsNotSentAgain", faults: quiet,
+			before: func(t *testing.T, r *rig) {
+				// A worker began attempt 1 and died before recording the answer.
+				_, err := r.store.BeginAttempt(context.Background(), store.AttemptRequest{OrderID: "order-1"})
+				require.NoError(t, err)
+			},
+			wantKind: activities.ErrGatewayOutcomeUnknown,
+			check: func(t *testing.T, r *rig) {
+				assert.Zero(t, r.sim.Stats().Requests["create"], "no second create went out")
+				assert.Equal(t, status.PaymentUnknown, r.payment(t, "order-1").PaymentStatus)
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, tc.faults(), activities.DefaultBreakerSettings(), false)
+			r.reserve(t, "order-1")
+			if tc.before != nil {
+				tc.before(t, r)
+			}
+			in := request("order-1")
+			if tc.cardNo != "" {
+				in.CardNo = tc.cardNo
+			}
+			_, err := r.env.ExecuteActivity(r.acts.RequestPayment, in)
+			kind, retry := appError(t, err)
+			assert.Equal(t, tc.wantKind, kind)
+			assert.Equal(t, tc.wantRetry, retry, tc.why)
+			tc.check(t, r)
+		})
+	}
 }
 
 func TestIdempotencyKeyModeRetriesTimeoutsSafely(t *testing.T) {
@@ -190,10 +216,7 @@ func TestIdempotencyKeyModeRetriesTimeoutsSafely(t *testing.T) {
 	assert.True(t, retry, "the key makes the retry safe")
 
 	testenv.PatchFaults(t, r.sim, map[string]any{"create": map[string]any{"timeoutRate": 0}})
-	v, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("order-1"))
-	require.NoError(t, err)
-	var res activities.RequestResult
-	require.NoError(t, v.Get(&res))
+	res := r.requestAccepted(t, "order-1")
 	st := r.sim.Stats().Orders["order-1"]
 	assert.Equal(t, 2, st.CreateRequests)
 	assert.Equal(t, []string{res.TransactionKey}, st.Transactions, "the retry was answered from the gateway's idempotency store")
@@ -202,29 +225,12 @@ func TestIdempotencyKeyModeRetriesTimeoutsSafely(t *testing.T) {
 	}
 }
 
-func TestCreateSentAndNeverAnsweredIsNotSentAgain(t *testing.T) {
-	r := newRig(t, quiet(), activities.DefaultBreakerSettings(), false)
-	r.reserve(t, "order-1")
-	// A worker began attempt 1 and died before recording the answer.
-	_, err := r.store.BeginAttempt(context.Background(), store.AttemptRequest{OrderID: "order-1"})
-	require.NoError(t, err)
-	_, err = r.env.ExecuteActivity(r.acts.RequestPayment, request("order-1"))
-	kind, retry := appError(t, err)
-	assert.Equal(t, activities.ErrGatewayOutcomeUnknown, kind)
-	assert.False(t, retry)
-	assert.Zero(t, r.sim.Stats().Requests["create"], "no second create went out")
-	assert.Equal(t, status.PaymentUnknown, r.payment(t, "order-1").PaymentStatus)
-}
-
 func TestLookupBreakerOpensFailsFastAndClosesThroughHalfOpen(t *testing.T) {
 	f := quiet()
 	r := newRig(t, f, activities.BreakerSettings{Window: 10 * time.Second, MinCalls: 5, FailureRate: 0.5,
 		OpenFor: 300 * time.Millisecond, HalfOpenCalls: 3}, false)
 	r.reserve(t, "order-1")
-	v, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("order-1"))
-	require.NoError(t, err)
-	var created activities.RequestResult
-	require.NoError(t, v.Get(&created))
+	created := r.requestAccepted(t, "order-1")
 	lookup := activities.LookupInput{OrderID: "order-1", TransactionKey: created.TransactionKey}
 
 	testenv.PatchFaults(t, r.sim, map[string]any{"lookup": map[string]any{"errorRate": 1, "errorStatus": 503}})
@@ -295,24 +301,21 @@ func TestLookupByOrderIDFindsTransactions(t *testing.T) {
 func TestCancelPaymentsRefundsSuccessAndFindsUnknownByOrder(t *testing.T) {
 	r := newRig(t, quiet(), activities.DefaultBreakerSettings(), false)
 	r.reserve(t, "order-1")
-	v, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("order-1"))
-	require.NoError(t, err)
-	var created activities.RequestResult
-	require.NoError(t, v.Get(&created))
+	created := r.requestAccepted(t, "order-1")
 	testenv.Admin(t, r.sim, "POST", "/admin/transactions/"+created.TransactionKey+"/resolve", map[string]any{"status": "SUCCESS", "callback": false}, nil)
 
-	for range 2 { // idempotent
-		v, err = r.env.ExecuteActivity(r.acts.CancelPayments, activities.CancelInput{OrderID: "order-1", SearchByOrder: true})
-		require.NoError(t, err)
-	}
 	var res activities.CancelResult
-	require.NoError(t, v.Get(&res))
+	for range 2 { // idempotent
+		v, err := r.env.ExecuteActivity(r.acts.CancelPayments, activities.CancelInput{OrderID: "order-1", SearchByOrder: true})
+		require.NoError(t, err)
+		require.NoError(t, v.Get(&res))
+	}
 	require.Len(t, res.Transactions, 1)
 	assert.Equal(t, gateway.StatusCancelled, res.Transactions[0].Status)
 	assert.Equal(t, 1, r.sim.Stats().Orders["order-1"].Refunded)
 
 	testenv.PatchFaults(t, r.sim, map[string]any{"down": true})
-	_, err = r.env.ExecuteActivity(r.acts.CancelPayments, activities.CancelInput{OrderID: "order-1", TransactionKeys: []string{created.TransactionKey}})
+	_, err := r.env.ExecuteActivity(r.acts.CancelPayments, activities.CancelInput{OrderID: "order-1", TransactionKeys: []string{created.TransactionKey}})
 	_, retry := appError(t, err)
 	assert.True(t, retry, "a cancel is retried until acknowledged")
 }

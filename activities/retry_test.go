@@ -24,56 +24,56 @@ import (
 // first run's error was non-retryable, since that error never reached the
 // server. A retry must return the recorded answer, never send a second create.
 
-func TestRetryAfterAnAcceptedAnswerReturnsItAndSendsNothing(t *testing.T) {
-	r := newRig(t, quiet(), activities.DefaultBreakerSettings(), false)
-	r.reserve(t, "order-1")
-	v, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("order-1"))
-	require.NoError(t, err)
-	var first activities.RequestResult
-	require.NoError(t, v.Get(&first))
-
-	v, err = r.env.ExecuteActivity(r.acts.RequestPayment, request("order-1"))
-	require.NoError(t, err, "the retry finds the recorded answer")
-	var again activities.RequestResult
-	require.NoError(t, v.Get(&again))
-	assert.Equal(t, first.TransactionKey, again.TransactionKey)
-	st := r.sim.Stats().Orders["order-1"]
-	assert.Equal(t, 1, st.CreateRequests, "no second create went out")
-	assert.Len(t, st.Transactions, 1)
-	assert.Len(t, r.attempts(t, "order-1"), 1)
-	assert.Equal(t, status.PaymentPending, r.payment(t, "order-1").PaymentStatus)
-}
-
-func TestRetryAfterAnUnknownAnswerDoesNotSendAgain(t *testing.T) {
-	r := newRig(t, heldCreates(), activities.DefaultBreakerSettings(), false)
-	r.reserve(t, "order-1")
-	_, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("order-1"))
-	kind, _ := appError(t, err)
-	require.Equal(t, activities.ErrGatewayOutcomeUnknown, kind)
-
-	_, err = r.env.ExecuteActivity(r.acts.RequestPayment, request("order-1"))
-	kind, retry := appError(t, err)
-	assert.Equal(t, activities.ErrGatewayOutcomeUnknown, kind, "the retry reports the recorded answer")
-	assert.False(t, retry)
-	st := r.sim.Stats().Orders["order-1"]
-	assert.Equal(t, 1, st.CreateRequests, "no second create went out")
-	assert.Len(t, r.attempts(t, "order-1"), 1)
-	assert.Equal(t, status.PaymentUnknown, r.payment(t, "order-1").PaymentStatus)
-}
-
-func TestRetryAfterARejectionReturnsItAndSendsNothing(t *testing.T) {
-	r := newRig(t, quiet(), activities.DefaultBreakerSettings(), false)
-	r.reserve(t, "order-1")
-	in := request("order-1")
-	in.CardNo = "not-a-card"
-	for range 2 {
-		_, err := r.env.ExecuteActivity(r.acts.RequestPayment, in)
-		kind, retry := appError(t, err)
-		assert.Equal(t, activities.ErrGatewayRejected, kind)
-		assert.False(t, retry)
+func TestRetryAfterAnAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		faults   func() simulator.Faults
+		cardNo   string // instead of a valid card
+		wantKind string // "" for an accepted create
+		// creates counts the creates that reached the gateway: the per-order
+		// count where the gateway took the order, the total where it refused it.
+		creates    func(r *rig) int
+		wantStatus status.Payment
+	}{
+		{name: "AnAcceptedAnswerReturnsItAndSendsNothing", faults: quiet,
+			creates: func(r *rig) int { return r.sim.Stats().Orders["order-1"].CreateRequests }, wantStatus: status.PaymentPending},
+		{name: "AnUnknownAnswerDoesNotSendAgain", faults: heldCreates, wantKind: activities.ErrGatewayOutcomeUnknown,
+			creates: func(r *rig) int { return r.sim.Stats().Orders["order-1"].CreateRequests }, wantStatus: status.PaymentUnknown},
+		{name: "ARejectionReturnsItAndSendsNothing", faults: quiet, cardNo: "not-a-card", wantKind: activities.ErrGatewayRejected,
+			creates: func(r *rig) int { return r.sim.Stats().Requests["create"] }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, tc.faults(), activities.DefaultBreakerSettings(), false)
+			r.reserve(t, "order-1")
+			in := request("order-1")
+			if tc.cardNo != "" {
+				in.CardNo = tc.cardNo
+			}
+			var keys []string
+			for run := range 2 {
+				v, err := r.env.ExecuteActivity(r.acts.RequestPayment, in)
+				if tc.wantKind == "" {
+					require.NoError(t, err, "run %d: the retry finds the recorded answer", run)
+					var res activities.RequestResult
+					require.NoError(t, v.Get(&res))
+					keys = append(keys, res.TransactionKey)
+					continue
+				}
+				kind, retry := appError(t, err)
+				require.Equal(t, tc.wantKind, kind, "run %d: the retry reports the recorded answer", run)
+				assert.False(t, retry)
+			}
+			if tc.wantKind == "" {
+				assert.Equal(t, keys[0], keys[1])
+				assert.Len(t, r.sim.Stats().Orders["order-1"].Transactions, 1)
+			}
+			assert.Equal(t, 1, tc.creates(r), "no second create went out")
+			assert.Len(t, r.attempts(t, "order-1"), 1)
+			if tc.wantStatus != "" {
+				assert.Equal(t, tc.wantStatus, r.payment(t, "order-1").PaymentStatus)
+			}
+		})
 	}
-	assert.Equal(t, 1, r.sim.Stats().Requests["create"], "no second create went out")
-	assert.Len(t, r.attempts(t, "order-1"), 1)
 }
 
 // A database blip between recording the gateway's answer and the order's

@@ -8,18 +8,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/payguard/payguard/internal/testenv"
 	"github.com/payguard/payguard/status"
 	"github.com/payguard/payguard/store"
 )
 
 func reservedOrder(t *testing.T) (*store.Store, context.Context) {
 	t.Helper()
-	ctx := context.Background()
-	s := testenv.Store(t)
-	_, err := s.SetStock(ctx, "P1", 10)
-	require.NoError(t, err)
-	_, err = s.Reserve(ctx, newOrder("o1", 1))
+	s, ctx := stocked(t, 10)
+	_, err := s.Reserve(ctx, newOrder("o1", 1))
 	require.NoError(t, err)
 	return s, ctx
 }
@@ -109,21 +105,38 @@ func TestAnUnknownCreateIsSentAgainOnlyUnderANewGrant(t *testing.T) {
 	assert.False(t, begin(t, s, store.AttemptRequest{Grant: "resend-3", Limit: 3}).Send, "the limit holds for grants too")
 }
 
-func TestAKeyedUnknownCreateMayBeSentAgainWithTheSameKey(t *testing.T) {
+// After a create whose outcome is unknown, whether the next one may go out
+// depends only on the idempotency keys of the two.
+func TestAfterAnUnknownCreate(t *testing.T) {
 	t.Parallel()
-	s, _ := reservedOrder(t)
-	b := begin(t, s, store.AttemptRequest{IdempotencyKey: "k"})
-	finish(t, s, b.Attempt.No, store.OutcomeUnknown, "")
-	assert.False(t, begin(t, s, store.AttemptRequest{}).Send, "without the key the gateway would take it as new")
-	assert.True(t, begin(t, s, store.AttemptRequest{IdempotencyKey: "k"}).Send)
-}
-
-func TestAfterAnUnknownWithoutKeyAKeyedCreateIsNotSent(t *testing.T) {
-	t.Parallel()
-	s, _ := reservedOrder(t)
-	b := begin(t, s, store.AttemptRequest{})
-	finish(t, s, b.Attempt.No, store.OutcomeUnknown, "")
-	assert.False(t, begin(t, s, store.AttemptRequest{IdempotencyKey: "k"}).Send, "the gateway cannot match a key to the unkeyed create")
+	type next struct {
+		req  store.AttemptRequest
+		send bool
+		why  string
+	}
+	for _, tc := range []struct {
+		name  string
+		first store.AttemptRequest
+		then  []next
+	}{
+		{name: "AKeyedUnknownCreateMayBeSentAgainWithTheSameKey", first: store.AttemptRequest{IdempotencyKey: "k"}, then: []next{
+			{store.AttemptRequest{}, false, "without the key the gateway would take it as new"},
+			{store.AttemptRequest{IdempotencyKey: "k"}, true, "the same key"},
+		}},
+		{name: "WithoutKeyAKeyedCreateIsNotSent", first: store.AttemptRequest{}, then: []next{
+			{store.AttemptRequest{IdempotencyKey: "k"}, false, "the gateway cannot match a key to the unkeyed create"},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s, _ := reservedOrder(t)
+			b := begin(t, s, tc.first)
+			finish(t, s, b.Attempt.No, store.OutcomeUnknown, "")
+			for _, n := range tc.then {
+				assert.Equal(t, n.send, begin(t, s, n.req).Send, n.why)
+			}
+		})
+	}
 }
 
 func TestConcurrentAttemptsSendAtMostOne(t *testing.T) {

@@ -15,6 +15,16 @@ import (
 // rule is the tail of the message every id refusal carries.
 const rule = "must be 1–64 characters of A–Z a–z 0–9 . _ : -"
 
+// requireRefused reserves each order and requires the id rule's refusal.
+func requireRefused(t *testing.T, s *store.Store, orders map[string]store.NewOrder) {
+	t.Helper()
+	for name, o := range orders {
+		_, err := s.Reserve(context.Background(), o)
+		require.ErrorIs(t, err, store.ErrInvalid, name)
+		assert.ErrorContains(t, err, rule, name)
+	}
+}
+
 func orderWith(orderID, productID, userID string) store.NewOrder {
 	return store.NewOrder{OrderID: orderID, ProductID: productID, Quantity: 1, Amount: 100, UserID: userID}
 }
@@ -26,22 +36,15 @@ func orderWith(orderID, productID, userID string) store.NewOrder {
 // forever.
 func TestReserveRefusesIDsOutsideTheRuleBeforeTouchingStock(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	s := testenv.Store(t)
-	_, err := s.SetStock(ctx, "P1", 10)
-	require.NoError(t, err)
-	for name, o := range map[string]store.NewOrder{
+	s, ctx := stocked(t, 10)
+	requireRefused(t, s, map[string]store.NewOrder{
 		"200-character order id": orderWith(strings.Repeat("o", 200), "P1", "u1"),
 		"NUL in order id":        orderWith("o\x001", "P1", "u1"),
 		"NUL in product id":      orderWith("o2", "P1\x00", "u1"),
 		"NUL in user id":         orderWith("o3", "P1", "u\x00"),
 		"CR in user id":          orderWith("o4", "P1", "u\r"),
 		"space in order id":      orderWith("o 5", "P1", "u1"),
-	} {
-		_, err := s.Reserve(ctx, o)
-		require.ErrorIs(t, err, store.ErrInvalid, name)
-		assert.ErrorContains(t, err, rule, name)
-	}
+	})
 	var orders, events int
 	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT (SELECT count(*) FROM orders), (SELECT count(*) FROM payment_events)`).Scan(&orders, &events))
 	assert.Zero(t, orders, "no order row")
@@ -66,17 +69,13 @@ func TestIDBoundariesInTheStore(t *testing.T) {
 		assert.Equal(t, id, o.OrderID)
 		assert.Equal(t, "u.1_x:y-z", o.UserID)
 	}
-	for name, o := range map[string]store.NewOrder{
+	requireRefused(t, s, map[string]store.NewOrder{
 		"65-character order id":   orderWith(strings.Repeat("a", 65), "P1", "u1"),
 		"empty order id":          orderWith("", "P1", "u1"),
 		"65-character user id":    orderWith("o-user-65", "P1", strings.Repeat("u", 65)),
 		"empty user id":           orderWith("o-user-empty", "P1", ""),
 		"65-character product id": orderWith("o-product-65", strings.Repeat("p", 65), "u1"),
-	} {
-		_, err := s.Reserve(ctx, o)
-		require.ErrorIs(t, err, store.ErrInvalid, name)
-		assert.ErrorContains(t, err, rule, name)
-	}
+	})
 	for _, p := range []string{strings.Repeat("p", 65), "", "P 1", "P1\x00", "P/1"} {
 		_, err := s.SetStock(ctx, p, 1)
 		require.ErrorIs(t, err, store.ErrInvalid, "product id %q", p)

@@ -23,6 +23,17 @@ func newOrder(id string, qty int64) store.NewOrder {
 	return store.NewOrder{OrderID: id, ProductID: "P1", Quantity: qty, Amount: 10_000, UserID: "u1"}
 }
 
+// stocked is a fresh database holding total units of P1: the start of most
+// tests here.
+func stocked(t *testing.T, total int64) (*store.Store, context.Context) {
+	t.Helper()
+	ctx := context.Background()
+	s := testenv.Store(t)
+	_, err := s.SetStock(ctx, "P1", total)
+	require.NoError(t, err)
+	return s, ctx
+}
+
 func requireStock(t *testing.T, s *store.Store, available, reserved, sold int64) {
 	t.Helper()
 	st, err := s.GetStock(context.Background(), "P1")
@@ -75,10 +86,7 @@ func TestSetStock(t *testing.T) {
 
 func TestReserveIsIdempotentAndRejectsShortStock(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	s := testenv.Store(t)
-	_, err := s.SetStock(ctx, "P1", 5)
-	require.NoError(t, err)
+	s, ctx := stocked(t, 5)
 
 	o, err := s.Reserve(ctx, newOrder("o1", 2))
 	require.NoError(t, err)
@@ -108,10 +116,7 @@ func TestReserveIsIdempotentAndRejectsShortStock(t *testing.T) {
 
 func TestCommitAndRelease(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	s := testenv.Store(t)
-	_, err := s.SetStock(ctx, "P1", 10)
-	require.NoError(t, err)
+	s, ctx := stocked(t, 10)
 	for _, id := range []string{"a", "b"} {
 		_, err := s.Reserve(ctx, newOrder(id, 3))
 		require.NoError(t, err)
@@ -132,10 +137,7 @@ func TestCommitAndRelease(t *testing.T) {
 
 func TestConcurrentReservationsNeverOversell(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	s := testenv.Store(t)
-	_, err := s.SetStock(ctx, "P1", 10)
-	require.NoError(t, err)
+	s, ctx := stocked(t, 10)
 
 	var ok, short atomic.Int32
 	var wg sync.WaitGroup
@@ -168,11 +170,8 @@ func TestConcurrentReservationsNeverOversell(t *testing.T) {
 
 func TestConcurrentCommitAndReleaseTakeEffectOnce(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	s := testenv.Store(t)
-	_, err := s.SetStock(ctx, "P1", 10)
-	require.NoError(t, err)
-	_, err = s.Reserve(ctx, newOrder("o1", 4))
+	s, ctx := stocked(t, 10)
+	_, err := s.Reserve(ctx, newOrder("o1", 4))
 	require.NoError(t, err)
 
 	var commits, releases, refused atomic.Int32
@@ -222,11 +221,8 @@ func TestConcurrentCommitAndReleaseTakeEffectOnce(t *testing.T) {
 
 func TestAdvanceRefusesIllegalTransitionsAndLogsInOrder(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	s := testenv.Store(t)
-	_, err := s.SetStock(ctx, "P1", 10)
-	require.NoError(t, err)
-	_, err = s.Reserve(ctx, newOrder("o1", 1))
+	s, ctx := stocked(t, 10)
+	_, err := s.Reserve(ctx, newOrder("o1", 1))
 	require.NoError(t, err)
 
 	require.NoError(t, s.Advance(ctx, store.Change{OrderID: "o1", Order: status.OrderPending, Payment: status.PaymentPending,

@@ -10,6 +10,8 @@ import (
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+
+	"github.com/payguard/payguard/internal/process"
 )
 
 // Link names: every connection between two services goes through one.
@@ -39,7 +41,7 @@ func newLinks() *Links {
 // add starts a proxy on a free loopback port to upstream and returns its
 // address.
 func (l *Links) add(name, upstream string) (string, error) {
-	listen, err := FreeAddr()
+	listen, err := process.FreeAddr()
 	if err != nil {
 		return "", err
 	}

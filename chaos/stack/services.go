@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/payguard/payguard/internal/devserver"
+	"github.com/payguard/payguard/internal/process"
 )
 
 // Stop graces: long enough for a clean stop, short enough for a chaos run.
@@ -24,12 +25,12 @@ const (
 // workflow.
 type Temporal struct {
 	Addr string
-	proc *proc
+	proc *process.Process
 	mu   sync.Mutex // one restart at a time
 }
 
 func startTemporal(ctx context.Context, cli, out string) (*Temporal, error) {
-	addr, err := FreeAddr()
+	addr, err := process.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -42,15 +43,15 @@ func startTemporal(ctx context.Context, cli, out string) (*Temporal, error) {
 		_ = os.Remove(dbFile + suffix)
 	}
 	args := devserver.Args("127.0.0.1", port, "", dbFile)
-	t := &Temporal{Addr: addr, proc: &proc{name: "temporal", path: cli, args: args, logs: out}}
+	t := &Temporal{Addr: addr, proc: &process.Process{Name: "temporal", Path: cli, Args: args, LogDir: out}}
 	return t, t.start(ctx)
 }
 
 func (t *Temporal) start(ctx context.Context) error {
-	if err := t.proc.start(); err != nil {
+	if err := t.proc.Start(); err != nil {
 		return err
 	}
-	return t.proc.waitFor(ctx, 2*time.Minute, "frontend", func(ctx context.Context) bool {
+	return t.proc.WaitFor(ctx, 2*time.Minute, "frontend", func(ctx context.Context) bool {
 		cl, err := t.dialOnce(ctx)
 		if err != nil {
 			return false
@@ -78,7 +79,7 @@ func (t *Temporal) Dial(ctx context.Context) (client.Client, error) { return t.d
 func (t *Temporal) Restart(ctx context.Context) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if err := t.proc.stop(temporalGrace); err != nil {
+	if err := t.proc.Stop(temporalGrace); err != nil {
 		return err
 	}
 	return t.start(ctx)
@@ -87,25 +88,25 @@ func (t *Temporal) Restart(ctx context.Context) error {
 // Pgsim is the gateway simulator process.
 type Pgsim struct {
 	GatewayURL, AdminURL string
-	proc                 *proc
+	proc                 *process.Process
 }
 
 func startPgsim(ctx context.Context, o Options) (*Pgsim, error) {
-	gw, err := FreeAddr()
+	gw, err := process.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
-	admin, err := FreeAddr()
+	admin, err := process.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
 	args := append([]string{"--addr", gw, "--admin-addr", admin, "--secret", o.Secret}, o.PgsimArgs...)
 	p := &Pgsim{GatewayURL: "http://" + gw, AdminURL: "http://" + admin,
-		proc: &proc{name: "pgsim", path: filepath.Join(o.Bin, "pgsim"), args: args, logs: o.Out}}
-	if err := p.proc.start(); err != nil {
+		proc: &process.Process{Name: "pgsim", Path: filepath.Join(o.Bin, "pgsim"), Args: args, LogDir: o.Out}}
+	if err := p.proc.Start(); err != nil {
 		return nil, err
 	}
-	return p, p.proc.waitFor(ctx, 30*time.Second, "admin API", httpOK(p.AdminURL+"/admin/faults"))
+	return p, p.proc.WaitFor(ctx, 30*time.Second, "admin API", process.HTTPOK(p.AdminURL+"/admin/faults"))
 }
 
 // Worker is one worker process.
@@ -113,22 +114,22 @@ type Worker struct {
 	N            int
 	HTTPAddr     string
 	CallbackPath string
-	proc         *proc
+	proc         *process.Process
 }
 
 // Start starts the worker and waits until it is healthy.
 func (w *Worker) Start(ctx context.Context) error {
-	if err := w.proc.start(); err != nil {
+	if err := w.proc.Start(); err != nil {
 		return err
 	}
-	return w.proc.waitFor(ctx, 90*time.Second, "health", httpOK("http://"+w.HTTPAddr+"/healthz"))
+	return w.proc.WaitFor(ctx, 90*time.Second, "health", process.HTTPOK("http://"+w.HTTPAddr+"/healthz"))
 }
 
 // Kill is SIGKILL: the crash, mid-whatever-it-was-doing.
-func (w *Worker) Kill() error { return w.proc.kill() }
+func (w *Worker) Kill() error { return w.proc.Kill() }
 
 // Running reports whether the worker process is up.
-func (w *Worker) Running() bool { return w.proc.running() }
+func (w *Worker) Running() bool { return w.proc.Running() }
 
 // CallbackURL is the worker's callback endpoint, directly (no proxy).
 func (w *Worker) CallbackURL() string { return "http://" + w.HTTPAddr + w.CallbackPath }

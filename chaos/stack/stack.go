@@ -19,6 +19,7 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/payguard/payguard/config"
+	"github.com/payguard/payguard/internal/process"
 	"github.com/payguard/payguard/store"
 )
 
@@ -97,7 +98,7 @@ func Start(ctx context.Context, o Options) (s *Stack, err error) {
 		callbackPath = cu.Path
 	}
 	for i := range o.Workers {
-		httpAddr, err := FreeAddr()
+		httpAddr, err := process.FreeAddr()
 		if err != nil {
 			return nil, err
 		}
@@ -105,10 +106,10 @@ func Start(ctx context.Context, o Options) (s *Stack, err error) {
 		if err != nil {
 			return nil, err
 		}
-		w := &Worker{N: i + 1, HTTPAddr: httpAddr, CallbackPath: callbackPath, proc: &proc{
-			name: fmt.Sprintf("worker%d", i+1), path: filepath.Join(o.Bin, "worker"), logs: o.Out,
-			args: append([]string{"--http-addr", httpAddr}, o.WorkerArgs...),
-			env: []string{"TEMPORAL_ADDRESS=" + temporalProxy, "TEMPORAL_NAMESPACE=" + config.DefaultNamespace,
+		w := &Worker{N: i + 1, HTTPAddr: httpAddr, CallbackPath: callbackPath, proc: &process.Process{
+			Name: fmt.Sprintf("worker%d", i+1), Path: filepath.Join(o.Bin, "worker"), LogDir: o.Out,
+			Args: append([]string{"--http-addr", httpAddr}, o.WorkerArgs...),
+			Env: []string{"TEMPORAL_ADDRESS=" + temporalProxy, "TEMPORAL_NAMESPACE=" + config.DefaultNamespace,
 				"TASK_QUEUE=" + config.DefaultTaskQueue, "DATABASE_URL=" + workerDBURL,
 				"GATEWAY_URL=http://" + gatewayProxy, "GATEWAY_SECRET=" + o.Secret,
 				"CALLBACK_URL=http://" + cbProxy + callbackPath},
@@ -169,16 +170,16 @@ func (s *Stack) OpenStore(ctx context.Context) (*store.Store, error) { return st
 // Stop stops everything in reverse order; dropDB drops the database too.
 func (s *Stack) Stop(dropDB bool) {
 	for i := len(s.Workers) - 1; i >= 0; i-- {
-		_ = s.Workers[i].proc.stop(workerGrace)
+		_ = s.Workers[i].proc.Stop(workerGrace)
 	}
 	if s.Client != nil {
 		s.Client.Close()
 	}
 	if s.Pgsim != nil {
-		_ = s.Pgsim.proc.stop(pgsimGrace)
+		_ = s.Pgsim.proc.Stop(pgsimGrace)
 	}
 	if s.Temporal != nil {
-		_ = s.Temporal.proc.stop(temporalGrace)
+		_ = s.Temporal.proc.Stop(temporalGrace)
 	}
 	s.Links.close()
 	if dropDB && s.dbName != "" {

@@ -9,12 +9,9 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -22,6 +19,7 @@ import (
 
 	"github.com/payguard/payguard/config"
 	"github.com/payguard/payguard/internal/devserver"
+	"github.com/payguard/payguard/internal/process"
 	"github.com/payguard/payguard/loadgen"
 	"github.com/payguard/payguard/store"
 )
@@ -97,7 +95,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	ip, port, _ := net.SplitHostPort(temporalAddr)
 	_, uiPort, _ := net.SplitHostPort(uiAddr)
-	if err := procs.start("temporal", filepath.Join(o.Bin, "temporal"), devserver.Args(ip, port, uiPort, dbFile)...); err != nil {
+	if _, err := procs.start("temporal", filepath.Join(o.Bin, "temporal"), devserver.Args(ip, port, uiPort, dbFile)...); err != nil {
 		return err
 	}
 	cl, err := dialTemporal(ctx, 90*time.Second)
@@ -107,17 +105,19 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	defer cl.Close()
 
 	say("Starting pgsim (gateway %s, admin %s) and the worker (%s)...", gatewayAddr, adminAddr, workerAddr)
-	if err := procs.start("pgsim", filepath.Join(o.Bin, "pgsim"), "--seed", "1"); err != nil {
+	pgsim, err := procs.start("pgsim", filepath.Join(o.Bin, "pgsim"), "--seed", "1")
+	if err != nil {
 		return err
 	}
-	if err := waitHTTP(ctx, "http://"+adminAddr+"/admin/faults", 30*time.Second); err != nil {
-		return fmt.Errorf("pgsim did not come up (see %s): %w", procs.logPath("pgsim"), err)
+	if err := pgsim.WaitFor(ctx, 30*time.Second, "admin API", process.HTTPOK("http://"+adminAddr+"/admin/faults")); err != nil {
+		return fmt.Errorf("pgsim did not come up: %w", err)
 	}
-	if err := procs.start("worker", filepath.Join(o.Bin, "worker")); err != nil {
+	worker, err := procs.start("worker", filepath.Join(o.Bin, "worker"))
+	if err != nil {
 		return err
 	}
-	if err := waitHTTP(ctx, "http://"+workerAddr+"/healthz", 60*time.Second); err != nil {
-		return fmt.Errorf("worker did not come up (see %s): %w", procs.logPath("worker"), err)
+	if err := worker.WaitFor(ctx, 60*time.Second, "health", process.HTTPOK("http://"+workerAddr+"/healthz")); err != nil {
+		return fmt.Errorf("worker did not come up: %w", err)
 	}
 
 	products := []string{"P1", "P2", "P3"}
@@ -184,76 +184,39 @@ func dialTemporal(ctx context.Context, within time.Duration) (client.Client, err
 	}
 }
 
-func waitHTTP(ctx context.Context, url string, within time.Duration) error {
-	deadline := time.Now().Add(within)
-	for {
-		resp, err := http.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			err = fmt.Errorf("HTTP %d", resp.StatusCode)
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return err
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-}
-
 // processes are the demo's children, stopped in reverse order.
 type processes struct {
 	out  string
 	mu   sync.Mutex
-	list []*exec.Cmd
-	logs []*os.File
+	list []*process.Process
 }
 
-func (p *processes) logPath(name string) string { return filepath.Join(p.out, name+".log") }
-
-func (p *processes) start(name, path string, args ...string) error {
+func (p *processes) start(name, path string, args ...string) (*process.Process, error) {
 	if _, err := os.Stat(path); err != nil {
-		return fmt.Errorf("%s binary not found at %s (run `make build tools`): %w", name, path, err)
+		return nil, fmt.Errorf("%s binary not found at %s (run `make build tools`): %w", name, path, err)
 	}
-	logFile, err := os.Create(p.logPath(name))
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command(path, args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	// Own process group: the terminal's Ctrl-C reaches only the demo, which
-	// then stops its children in order.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		return fmt.Errorf("start %s: %w", name, err)
+	// A fresh log each run: the demo starts each child once.
+	child := &process.Process{Name: name, Path: path, Args: args, LogDir: p.out, FreshLog: true}
+	if err := child.Start(); err != nil {
+		return nil, err
 	}
 	p.mu.Lock()
-	p.list = append(p.list, cmd)
-	p.logs = append(p.logs, logFile)
+	p.list = append(p.list, child)
 	p.mu.Unlock()
-	return nil
+	return child, nil
 }
+
+// demoGrace is how long a child has to stop after SIGTERM before it is killed.
+const demoGrace = 15 * time.Second
 
 func (p *processes) stopAll(say func(string, ...any)) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for i := len(p.list) - 1; i >= 0; i-- {
-		cmd := p.list[i]
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
-		}
-		p.logs[i].Close()
+		_ = p.list[i].Stop(demoGrace)
 	}
 	if len(p.list) > 0 {
 		say("Stopped everything the demo started.")
 	}
-	p.list, p.logs = nil, nil
+	p.list = nil
 }

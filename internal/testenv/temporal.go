@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/payguard/payguard/internal/devserver"
+	"github.com/payguard/payguard/internal/process"
 	"github.com/payguard/payguard/workflows"
 )
 
@@ -47,12 +48,11 @@ func BuildBinary(t testing.TB, pkg string) string {
 // FreeAddr returns a loopback address nobody listens on right now.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := process.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }
 
 // Temporal returns a client of the test binary's dev server, started on
@@ -73,13 +73,12 @@ func Temporal(t testing.TB) client.Client {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		addr, err := process.FreeAddr()
 		if err != nil {
 			devErr = err
 			return
 		}
-		_, devUIPort, _ = net.SplitHostPort(l.Addr().String())
-		l.Close()
+		_, devUIPort, _ = net.SplitHostPort(addr)
 		devServer, devErr = testsuite.StartDevServer(ctx, testsuite.DevServerOptions{
 			ExistingPath: path,
 			EnableUI:     true,

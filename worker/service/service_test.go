@@ -4,11 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,74 +15,13 @@ import (
 
 	"github.com/payguard/payguard/gateway"
 	"github.com/payguard/payguard/internal/testenv"
-	"github.com/payguard/payguard/loadgen"
-	"github.com/payguard/payguard/pgsim/simulator"
-	"github.com/payguard/payguard/starter/cli"
 	"github.com/payguard/payguard/status"
 	"github.com/payguard/payguard/store"
 	"github.com/payguard/payguard/worker/service"
 )
 
-func processing(d time.Duration) simulator.Faults {
-	f := testenv.QuietFaults()
-	f.Processing = simulator.Processing{Min: simulator.Duration(d), Max: simulator.Duration(d), SuccessRate: 1}
-	return f
-}
-
-func setStock(t *testing.T, s *testenv.Stack, qty int64) {
-	_, err := s.Store.SetStock(context.Background(), "P1", qty)
-	require.NoError(t, err)
-}
-
-func placeOrder(t *testing.T, s *testenv.Stack, orderID string, extra ...string) cli.Started {
-	t.Helper()
-	out, err := starter(context.Background(), s, append([]string{"order", "--product", "P1", "--qty", "2", "--amount", "5000",
-		"--order-id", orderID, "--json"}, extra...)...)
-	require.NoError(t, err, out)
-	var started cli.Started
-	require.NoError(t, json.Unmarshal([]byte(out), &started))
-	return started
-}
-
-func waitStatus(t *testing.T, s *testenv.Stack, orderID string, want status.Order) store.Order {
-	t.Helper()
-	var o store.Order
-	testenv.Eventually(t, 30*time.Second, func() bool {
-		var err error
-		o, err = s.Store.GetOrder(context.Background(), orderID)
-		return err == nil && o.Status == want
-	}, fmt.Sprintf("order %s %s (last: %s)", orderID, want, o.Status))
-	return o
-}
-
-func stock(t *testing.T, s *testenv.Stack) store.Stock {
-	st, err := s.Store.GetStock(context.Background(), "P1")
-	require.NoError(t, err)
-	return st
-}
-
-func metrics(t *testing.T, s *testenv.Stack) string {
-	resp, err := http.Get(s.MetricsURL())
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return string(b)
-}
-
-func postCallback(t *testing.T, s *testenv.Stack, body []byte, secret string, at time.Time) (int, service.CallbackAnswer) {
-	t.Helper()
-	code, raw, err := cli.PostCallback(context.Background(), s.Config.CallbackURL, []byte(secret), body, at)
-	require.NoError(t, err)
-	var a service.CallbackAnswer
-	b, _ := json.Marshal(raw)
-	require.NoError(t, json.Unmarshal(b, &a))
-	return code, a
-}
-
-func callbackBody(orderID, key, st string, amount int64) []byte {
-	b, _ := json.Marshal(gateway.Transaction{TransactionKey: key, OrderID: orderID, Amount: amount, Status: st})
-	return b
-}
+// The worker on the real stack (Temporal dev server, PostgreSQL, pgsim):
+// orders confirmed by callback or poll, cancels, late answers, metrics and health.
 
 func TestOrderConfirmedByARealCallback(t *testing.T) {
 	t.Parallel()
@@ -92,10 +29,7 @@ func TestOrderConfirmedByARealCallback(t *testing.T) {
 		c.PollInitial, c.PollMax = time.Minute, time.Minute // only the callback can answer in time
 	})
 	setStock(t, s, 5)
-	out, err := starter(context.Background(), s, "order", "--product", "P1", "--qty", "2", "--amount", "5000", "--order-id", "cb-0001", "--wait", "--json")
-	require.NoError(t, err, out)
-	var v cli.OrderView
-	require.NoError(t, json.Unmarshal([]byte(out), &v))
+	v, _ := orderView(t, s, "order", "--product", "P1", "--qty", "2", "--amount", "5000", "--order-id", "cb-0001", "--wait", "--json")
 	assert.Equal(t, status.OrderConfirmed, v.Status)
 	assert.Equal(t, status.PaymentSuccess, v.PaymentStatus)
 	assert.NotEmpty(t, v.TransactionKey)
@@ -111,10 +45,7 @@ func TestOrderConfirmedByPollingWhenTheCallbackIsDropped(t *testing.T) {
 	f.Callback.DropRate = 1
 	s := testenv.NewStack(t, f, nil)
 	setStock(t, s, 5)
-	out, err := starter(context.Background(), s, "order", "--product", "P1", "--qty", "1", "--amount", "700", "--order-id", "poll-0001", "--wait", "--json")
-	require.NoError(t, err, out)
-	var v cli.OrderView
-	require.NoError(t, json.Unmarshal([]byte(out), &v))
+	v, _ := orderView(t, s, "order", "--product", "P1", "--qty", "1", "--amount", "700", "--order-id", "poll-0001", "--wait", "--json")
 	assert.Equal(t, status.OrderConfirmed, v.Status)
 	require.NotNil(t, v.LastLookup)
 	assert.Equal(t, gateway.StatusSuccess, v.LastLookup.Result)
@@ -128,10 +59,7 @@ func TestStatusWhilePendingAndCancelCompensates(t *testing.T) {
 	placeOrder(t, s, "pend-1")
 	waitStatus(t, s, "pend-1", status.OrderPending)
 
-	out, err := starter(context.Background(), s, "status", "pend-1", "--json")
-	require.NoError(t, err, out)
-	var v cli.OrderView
-	require.NoError(t, json.Unmarshal([]byte(out), &v))
+	v, out := orderView(t, s, "status", "pend-1", "--json")
 	assert.Equal(t, status.OrderPending, v.Status)
 	assert.Equal(t, status.PaymentPending, v.PaymentStatus)
 	assert.NotEmpty(t, v.TransactionKey)
@@ -145,7 +73,7 @@ func TestStatusWhilePendingAndCancelCompensates(t *testing.T) {
 		assert.Contains(t, raw, field)
 	}
 
-	out, err = starter(context.Background(), s, "cancel", "pend-1", "--json")
+	out, err := starter(context.Background(), s, "cancel", "pend-1", "--json")
 	require.NoError(t, err, out)
 	o := waitStatus(t, s, "pend-1", status.OrderCancelled)
 	assert.Equal(t, status.PaymentCancelled, o.PaymentStatus)
@@ -159,24 +87,9 @@ func TestStatusWhilePendingAndCancelCompensates(t *testing.T) {
 	assert.ErrorContains(t, err, "unknown order")
 }
 
-func TestStarterCallbackIsAccepted(t *testing.T) {
-	t.Parallel()
-	s := testenv.NewStack(t, processing(time.Hour), func(c *service.Config) { c.PollInitial, c.PollMax = time.Minute, time.Minute })
-	setStock(t, s, 5)
-	placeOrder(t, s, "cli-cb")
-	waitStatus(t, s, "cli-cb", status.OrderPending)
-	out, err := starter(context.Background(), s, "callback", "cli-cb", "--status", "SUCCESS", "--json")
-	require.NoError(t, err, out)
-	assert.Contains(t, out, `"accepted": true`)
-	waitStatus(t, s, "cli-cb", status.OrderConfirmed)
-}
-
 func TestCallbackEndpointAnswers(t *testing.T) {
 	t.Parallel()
-	s := testenv.NewStack(t, processing(time.Hour), func(c *service.Config) { c.PollInitial, c.PollMax = time.Minute, time.Minute })
-	setStock(t, s, 5)
-	placeOrder(t, s, "ep-0001")
-	o := waitStatus(t, s, "ep-0001", status.OrderPending)
+	s, o := pendingOrder(t, "ep-0001")
 	events := func() int {
 		list, err := s.Store.Events(context.Background(), "ep-0001")
 		require.NoError(t, err)
@@ -235,10 +148,7 @@ func TestCallbackEndpointAnswers(t *testing.T) {
 
 func TestLateSuccessForACancelledOrderIsRefunded(t *testing.T) {
 	t.Parallel()
-	s := testenv.NewStack(t, processing(time.Hour), func(c *service.Config) { c.PollInitial, c.PollMax = time.Minute, time.Minute })
-	setStock(t, s, 5)
-	placeOrder(t, s, "late-1")
-	o := waitStatus(t, s, "late-1", status.OrderPending)
+	s, o := pendingOrder(t, "late-1")
 	_, err := starter(context.Background(), s, "cancel", "late-1")
 	require.NoError(t, err)
 	waitStatus(t, s, "late-1", status.OrderCancelled)
@@ -297,77 +207,6 @@ func TestHealthz(t *testing.T) {
 	assert.Equal(t, "ok", body["status"])
 }
 
-func TestStarterRejectsBadInputBeforeStarting(t *testing.T) {
-	t.Parallel()
-	env := cli.Env{Getenv: func(string) string { return "" }, Stdout: io.Discard, Stderr: io.Discard}
-	cases := map[string][]string{
-		"--qty must be at least 1":                {"order", "--product", "P1", "--qty", "-1", "--amount", "5"},
-		"--amount must be positive":               {"order", "--product", "P1", "--qty", "1", "--amount", "0"},
-		"--card-no must look like":                {"order", "--product", "P1", "--amount", "5", "--card-no", "1234"},
-		"--card-type must be one of":              {"order", "--product", "P1", "--amount", "5", "--card-type", "VISA"},
-		"--product is required":                   {"order", "--amount", "5"},
-		"--deadline must be positive and at most": {"order", "--product", "P1", "--amount", "5", "--deadline", "48h"},
-		"unknown command":                         {"pay"},
-		"--status must be SUCCESS or FAILED":      {"callback", "o1", "--status", "MAYBE"},
-		"QTY must be a whole number":              {"stock", "set", "P1", "many"},
-		"want 1 argument(s)":                      {"status"},
-		"--rate must be positive":                 {"load", "--rate", "0", "--duration", "1s"},
-		"--amount must be positive (minor units)": {"load", "--rate", "1", "--duration", "1s", "--amount", "-5"},
-		"temporal unreachable at 127.0.0.1:1":     {"order", "--product", "P1", "--amount", "5", "--temporal-address", "127.0.0.1:1"},
-		"invalid value \"x\" for flag -qty":       {"order", "--product", "P1", "--qty", "x"},
-		"postgres unreachable at postgres://nobo": {"stock", "show", "P1", "--database-url", "postgres://nobody@127.0.0.1:1/x"},
-	}
-	for want, args := range cases {
-		err := cli.Run(context.Background(), args, env)
-		require.Error(t, err, "%v", args)
-		assert.Contains(t, err.Error(), want, "%v", args)
-		assert.NotContains(t, err.Error(), "\n\n", "one clear line")
-	}
-}
-
-func TestStockCommands(t *testing.T) {
-	t.Parallel()
-	s := testenv.NewStack(t, processing(time.Hour), nil)
-	out, err := starter(context.Background(), s, "stock", "set", "P9", "7", "--json")
-	require.NoError(t, err)
-	assert.JSONEq(t, `{"productId":"P9","total":7,"available":7,"reserved":0,"sold":0}`, out)
-	out, err = starter(context.Background(), s, "stock", "show", "P9")
-	require.NoError(t, err)
-	assert.Equal(t, "P9: total 7, available 7, reserved 0, sold 0", out)
-	_, err = starter(context.Background(), s, "stock", "show", "nope")
-	assert.ErrorContains(t, err, "unknown product")
-}
-
-func TestSecondStartOfTheSameOrderIsRefused(t *testing.T) {
-	t.Parallel()
-	s := testenv.NewStack(t, processing(time.Hour), nil)
-	setStock(t, s, 5)
-	placeOrder(t, s, "dup-0001")
-	_, err := starter(context.Background(), s, "order", "--product", "P1", "--amount", "5000", "--order-id", "dup-0001")
-	assert.ErrorContains(t, err, "already placed")
-	waitStatus(t, s, "dup-0001", status.OrderPending)
-	assert.Equal(t, 1, s.Sim.Stats().Orders["dup-0001"].CreateRequests)
-}
-
-func TestLoadCommandSummarises(t *testing.T) {
-	t.Parallel()
-	s := testenv.NewStack(t, processing(100*time.Millisecond), nil)
-	out, err := starter(context.Background(), s, "load", "--rate", "10", "--duration", "1s", "--stock", "100", "--metrics-url", s.MetricsURL(), "--json")
-	require.NoError(t, err)
-	var sum loadgen.Summary
-	require.NoError(t, json.Unmarshal([]byte(out), &sum))
-	assert.Equal(t, 10, sum.Started)
-	assert.Zero(t, sum.FailedToStart)
-	assert.Equal(t, map[string]int{"CONFIRMED": 10}, sum.Final)
-	assert.Equal(t, 10, sum.FinalLatency.Count)
-	assert.Greater(t, sum.FinalLatency.P50, 0.0)
-	st := stock(t, s)
-	assert.Equal(t, int64(10), st.Sold)
-	table := sum.Table()
-	assert.Contains(t, table, "orders_started")
-	assert.Contains(t, table, "latency_final_status")
-}
-
 func TestWorkerWaitsForTemporalWithAClearMessage(t *testing.T) {
 	t.Parallel()
 	cfg := testenv.FastConfig()
@@ -384,31 +223,4 @@ func TestWorkerWaitsForTemporalWithAClearMessage(t *testing.T) {
 	assert.Contains(t, err.Error(), "temporal not reachable at "+cfg.TemporalAddress)
 	assert.Contains(t, logs.String(), `"msg":"waiting for Temporal"`, "it said what it was waiting for, more than once")
 	assert.GreaterOrEqual(t, strings.Count(logs.String(), "waiting for Temporal"), 2)
-}
-
-func TestStatusSaysWhatItCouldNotReach(t *testing.T) {
-	t.Parallel()
-	s := testenv.NewStack(t, processing(time.Hour), nil)
-	setStock(t, s, 5)
-	placeOrder(t, s, "half-1")
-	waitStatus(t, s, "half-1", status.OrderPending)
-	out, err := starter(context.Background(), s, "status", "half-1", "--json", "--temporal-address", testenv.FreeAddr(t))
-	require.NoError(t, err, "the database alone still answers")
-	var v cli.OrderView
-	require.NoError(t, json.Unmarshal([]byte(out), &v))
-	assert.Equal(t, status.OrderPending, v.Status)
-	assert.Equal(t, "ok", v.Sources["database"])
-	assert.Contains(t, v.Sources["workflow"], "unreachable")
-}
-
-// lockedWriter lets the logger and the test share a buffer safely.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }

@@ -1,0 +1,60 @@
+package process_test
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/payguard/payguard/internal/process"
+)
+
+func readLog(t *testing.T, p *process.Process) string {
+	t.Helper()
+	b, err := os.ReadFile(p.LogPath())
+	require.NoError(t, err)
+	return string(b)
+}
+
+// A child runs until stopped, its output goes to its log, and a restart
+// appends to the log unless FreshLog asks for a new one.
+func TestStartStopAndRestartKeepOrTruncateTheLog(t *testing.T) {
+	for _, fresh := range []bool{false, true} {
+		p := &process.Process{Name: "child", Path: "/bin/sh", Args: []string{"-c", `echo "up $GREETING"; exec sleep 60`},
+			Env: []string{"GREETING=hello"}, LogDir: t.TempDir(), FreshLog: fresh}
+		for run := 1; run <= 2; run++ {
+			require.NoError(t, p.Start())
+			require.Error(t, p.Start(), "already running")
+			lines := run // this run's line, after the earlier runs' ones
+			if fresh {
+				lines = 1
+			}
+			require.NoError(t, p.WaitFor(context.Background(), 10*time.Second, "output", func(context.Context) bool {
+				return strings.Count(readLog(t, p), "up hello") >= lines
+			}))
+			assert.True(t, p.Running())
+			require.NoError(t, p.Stop(5*time.Second))
+			assert.False(t, p.Running())
+			require.NoError(t, p.Stop(time.Second), "stopping a stopped child does nothing")
+		}
+		want := 2
+		if fresh {
+			want = 1
+		}
+		assert.Equal(t, want, strings.Count(readLog(t, p), "up hello"), "fresh log: %v", fresh)
+	}
+}
+
+// A child that dies before it is ready is reported at once, naming its log.
+func TestWaitForReportsAChildThatExited(t *testing.T) {
+	p := &process.Process{Name: "dies", Path: "/bin/sh", Args: []string{"-c", "exit 3"}, LogDir: t.TempDir()}
+	require.NoError(t, p.Start())
+	t.Cleanup(func() { _ = p.Kill() })
+	err := p.WaitFor(context.Background(), time.Minute, "health", func(context.Context) bool { return false })
+	require.ErrorContains(t, err, "dies exited before health")
+	assert.ErrorContains(t, err, p.LogPath())
+}

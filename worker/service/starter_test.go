@@ -1,0 +1,115 @@
+package service_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/payguard/payguard/internal/testenv"
+	"github.com/payguard/payguard/loadgen"
+	"github.com/payguard/payguard/starter/cli"
+	"github.com/payguard/payguard/status"
+)
+
+// The starter's commands against a running worker: status, cancel, stock,
+// callback, load, and the errors it gives before starting anything.
+
+func TestStarterCallbackIsAccepted(t *testing.T) {
+	t.Parallel()
+	s, _ := pendingOrder(t, "cli-cb")
+	out, err := starter(context.Background(), s, "callback", "cli-cb", "--status", "SUCCESS", "--json")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, `"accepted": true`)
+	waitStatus(t, s, "cli-cb", status.OrderConfirmed)
+}
+
+func TestStarterRejectsBadInputBeforeStarting(t *testing.T) {
+	t.Parallel()
+	env := cli.Env{Getenv: func(string) string { return "" }, Stdout: io.Discard, Stderr: io.Discard}
+	cases := map[string][]string{
+		"--qty must be at least 1":                {"order", "--product", "P1", "--qty", "-1", "--amount", "5"},
+		"--amount must be positive":               {"order", "--product", "P1", "--qty", "1", "--amount", "0"},
+		"--card-no must look like":                {"order", "--product", "P1", "--amount", "5", "--card-no", "1234"},
+		"--card-type must be one of":              {"order", "--product", "P1", "--amount", "5", "--card-type", "VISA"},
+		"--product is required":                   {"order", "--amount", "5"},
+		"--deadline must be positive and at most": {"order", "--product", "P1", "--amount", "5", "--deadline", "48h"},
+		"unknown command":                         {"pay"},
+		"--status must be SUCCESS or FAILED":      {"callback", "o1", "--status", "MAYBE"},
+		"QTY must be a whole number":              {"stock", "set", "P1", "many"},
+		"want 1 argument(s)":                      {"status"},
+		"--rate must be positive":                 {"load", "--rate", "0", "--duration", "1s"},
+		"--amount must be positive (minor units)": {"load", "--rate", "1", "--duration", "1s", "--amount", "-5"},
+		"temporal unreachable at 127.0.0.1:1":     {"order", "--product", "P1", "--amount", "5", "--temporal-address", "127.0.0.1:1"},
+		"invalid value \"x\" for flag -qty":       {"order", "--product", "P1", "--qty", "x"},
+		"postgres unreachable at postgres://nobo": {"stock", "show", "P1", "--database-url", "postgres://nobody@127.0.0.1:1/x"},
+	}
+	for want, args := range cases {
+		err := cli.Run(context.Background(), args, env)
+		require.Error(t, err, "%v", args)
+		assert.Contains(t, err.Error(), want, "%v", args)
+		assert.NotContains(t, err.Error(), "\n\n", "one clear line")
+	}
+}
+
+func TestStockCommands(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStack(t, processing(time.Hour), nil)
+	out, err := starter(context.Background(), s, "stock", "set", "P9", "7", "--json")
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"productId":"P9","total":7,"available":7,"reserved":0,"sold":0}`, out)
+	out, err = starter(context.Background(), s, "stock", "show", "P9")
+	require.NoError(t, err)
+	assert.Equal(t, "P9: total 7, available 7, reserved 0, sold 0", out)
+	_, err = starter(context.Background(), s, "stock", "show", "nope")
+	assert.ErrorContains(t, err, "unknown product")
+}
+
+func TestSecondStartOfTheSameOrderIsRefused(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStack(t, processing(time.Hour), nil)
+	setStock(t, s, 5)
+	placeOrder(t, s, "dup-0001")
+	_, err := starter(context.Background(), s, "order", "--product", "P1", "--amount", "5000", "--order-id", "dup-0001")
+	assert.ErrorContains(t, err, "already placed")
+	waitStatus(t, s, "dup-0001", status.OrderPending)
+	assert.Equal(t, 1, s.Sim.Stats().Orders["dup-0001"].CreateRequests)
+}
+
+func TestLoadCommandSummarises(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStack(t, processing(100*time.Millisecond), nil)
+	out, err := starter(context.Background(), s, "load", "--rate", "10", "--duration", "1s", "--stock", "100", "--metrics-url", s.MetricsURL(), "--json")
+	require.NoError(t, err)
+	var sum loadgen.Summary
+	require.NoError(t, json.Unmarshal([]byte(out), &sum))
+	assert.Equal(t, 10, sum.Started)
+	assert.Zero(t, sum.FailedToStart)
+	assert.Equal(t, map[string]int{"CONFIRMED": 10}, sum.Final)
+	assert.Equal(t, 10, sum.FinalLatency.Count)
+	assert.Greater(t, sum.FinalLatency.P50, 0.0)
+	st := stock(t, s)
+	assert.Equal(t, int64(10), st.Sold)
+	table := sum.Table()
+	assert.Contains(t, table, "orders_started")
+	assert.Contains(t, table, "latency_final_status")
+}
+
+func TestStatusSaysWhatItCouldNotReach(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStack(t, processing(time.Hour), nil)
+	setStock(t, s, 5)
+	placeOrder(t, s, "half-1")
+	waitStatus(t, s, "half-1", status.OrderPending)
+	out, err := starter(context.Background(), s, "status", "half-1", "--json", "--temporal-address", testenv.FreeAddr(t))
+	require.NoError(t, err, "the database alone still answers")
+	var v cli.OrderView
+	require.NoError(t, json.Unmarshal([]byte(out), &v))
+	assert.Equal(t, status.OrderPending, v.Status)
+	assert.Equal(t, "ok", v.Sources["database"])
+	assert.Contains(t, v.Sources["workflow"], "unreachable")
+}
