@@ -51,6 +51,8 @@ func New(t Tuning) *Workflows { return &Workflows{tuning: t} }
 func (w *Workflows) Register(r worker.WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(w.Payment, workflow.RegisterOptions{Name: PaymentWorkflowName})
 	r.RegisterWorkflowWithOptions(w.Refund, workflow.RegisterOptions{Name: RefundWorkflowName})
+	r.RegisterWorkflowWithOptions(w.Reconcile, workflow.RegisterOptions{Name: ReconcileWorkflowName})
+	r.RegisterWorkflowWithOptions(w.Recover, workflow.RegisterOptions{Name: RecoverWorkflowName})
 }
 
 // Payment is PaymentWorkflow: it drives one order to a final status.
