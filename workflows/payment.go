@@ -1,5 +1,6 @@
 // Package workflows holds PaymentWorkflow, the durable life of one order
-// (docs/design.md §2), and RefundWorkflow for charges that land too late.
+// (docs/design.md §2), RefundWorkflow for charges that land too late, and
+// the reconciliation sweep with its recovery (reconcile.go, recover.go; §10).
 //
 // The state machine of an order:
 //
