@@ -364,4 +364,3 @@ func schedulesNamed(t *testing.T, id string) []string {
 	}, "the schedule listed")
 	return found
 }
-

@@ -24,8 +24,8 @@ const (
 	ReconcileWorkflowName = "ReconcileWorkflow"
 	RecoverWorkflowName   = "RecoverWorkflow"
 	// SummaryQuery answers a sweep's ReconcileResult so far.
-	SummaryQuery = "summary"
-	DefaultDeadline  = 10 * time.Minute
+	SummaryQuery    = "summary"
+	DefaultDeadline = 10 * time.Minute
 	// MaxDeadline bounds an order's life: polling at most every PollMax, a
 	// day of it stays far inside Temporal's history limits.
 	MaxDeadline = 24 * time.Hour

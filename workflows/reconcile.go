@@ -50,10 +50,10 @@ type ReconcileResult struct {
 	Batches    int           `json:"batches"`
 	Checked    int           `json:"checked"`
 	// SkippedBatches were not judged: the lookup breaker was open.
-	SkippedBatches int `json:"skippedBatches"`
-	Unlooked       int `json:"unlooked"` // orders whose lookup failed
-	Running        int `json:"running"`  // orders left to their running workflow
-	Flagged        int `json:"flagged"`  // disagreements flagged by an earlier sweep
+	SkippedBatches int                     `json:"skippedBatches"`
+	Unlooked       int                     `json:"unlooked"` // orders whose lookup failed
+	Running        int                     `json:"running"`  // orders left to their running workflow
+	Flagged        int                     `json:"flagged"`  // disagreements flagged by an earlier sweep
 	Counts         []activities.SweepCount `json:"counts"`
 	// Findings are the first MaxReportedFindings findings; MoreFindings
 	// counts the rest (Counts has them all).
@@ -189,7 +189,7 @@ func fix(ctx workflow.Context, f activities.Finding) string {
 		err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx,
 			databaseOptions(fmt.Sprintf("Flag order %s: CONFIRMED, gateway says %s", f.OrderID, f.GatewayStatus))),
 			a.RecordEvent, activities.EventInput{OrderID: f.OrderID, Kind: activities.KindAnomaly,
-				Cause: fmt.Sprintf("reconciliation: order CONFIRMED but its transaction is %s at the gateway; money left as it is", f.GatewayStatus),
+				Cause:  fmt.Sprintf("reconciliation: order CONFIRMED but its transaction is %s at the gateway; money left as it is", f.GatewayStatus),
 				Detail: map[string]any{"finding": f.Finding, "transaction_key": f.TransactionKey, "gateway_status": f.GatewayStatus}}).Get(ctx, nil)
 		return result(err)
 	}
