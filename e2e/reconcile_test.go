@@ -191,7 +191,7 @@ func TestReconcileRecoveryCompensates(t *testing.T) {
 	s := testenv.NewStack(t, quietSlow(), nil)
 	ctx := context.Background()
 	setStock(t, s, "P1", 5)
-	placeOrder(t, s, "rc-comp", "P1", 1, "--deadline", "3s")
+	placeOrder(t, s, "rc-comp", "P1", 1, "--deadline", "5m")
 	o := waitOrder(t, s, "rc-comp", status.OrderPending, 30*time.Second)
 	require.NoError(t, testenv.Temporal(t).TerminateWorkflow(ctx, workflows.PaymentWorkflowID("rc-comp"), "", "test: workflow lost"))
 
