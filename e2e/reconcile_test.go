@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
@@ -321,7 +322,7 @@ func TestReconcileSchedule(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, d.Schedule.Spec.Intervals, 1)
 	assert.Equal(t, time.Hour, d.Schedule.Spec.Intervals[0].Every)
-	assert.Equal(t, "SCHEDULE_OVERLAP_POLICY_SKIP", d.Schedule.Policy.Overlap.String())
+	assert.Equal(t, enumspb.SCHEDULE_OVERLAP_POLICY_SKIP, d.Schedule.Policy.Overlap)
 
 	restart := func(interval time.Duration) {
 		cfg := s.Config
