@@ -67,8 +67,7 @@ func cancelledWithLateCharge(t *testing.T, s *testenv.Stack, orderID string) sto
 	o := waitOrder(t, s, orderID, status.OrderCancelled, 30*time.Second)
 	require.NotEmpty(t, o.TransactionKey)
 	testenv.Eventually(t, 10*time.Second, func() bool {
-		_, err := testenv.Temporal(t).DescribeWorkflowExecution(context.Background(), workflows.PaymentWorkflowID(orderID), "")
-		return err == nil && !workflowOpen(t, orderID)
+		return !workflowOpen(t, orderID)
 	}, "the order's workflow ended")
 	testenv.Admin(t, s.Sim, http.MethodPost, "/admin/transactions/"+o.TransactionKey+"/resolve",
 		map[string]any{"status": "SUCCESS", "callback": false}, nil)
@@ -78,9 +77,9 @@ func cancelledWithLateCharge(t *testing.T, s *testenv.Stack, orderID string) sto
 
 func workflowOpen(t *testing.T, orderID string) bool {
 	t.Helper()
-	d, err := testenv.Temporal(t).DescribeWorkflowExecution(context.Background(), workflows.PaymentWorkflowID(orderID), "")
+	d, err := testenv.Temporal(t).DescribeWorkflow(context.Background(), workflows.PaymentWorkflowID(orderID), "")
 	require.NoError(t, err)
-	return d.GetWorkflowExecutionInfo().GetCloseTime() == nil
+	return d.RawResponse.GetWorkflowExecutionInfo().GetCloseTime() == nil
 }
 
 // A late SUCCESS on a CANCELLED order is refunded through RefundWorkflow;
@@ -287,7 +286,7 @@ func TestReconcileGatewayDownChangesNothing(t *testing.T) {
 	got, err := s.Store.GetOrder(context.Background(), "rc-down")
 	require.NoError(t, err)
 	assert.Equal(t, status.PaymentCancelled, got.PaymentStatus)
-	_, err = testenv.Temporal(t).DescribeWorkflowExecution(context.Background(), workflows.RefundWorkflowID("rc-down", o.TransactionKey), "")
+	_, err = testenv.Temporal(t).DescribeWorkflow(context.Background(), workflows.RefundWorkflowID("rc-down", o.TransactionKey), "")
 	var notFound *serviceerror.NotFound
 	assert.ErrorAs(t, err, &notFound, "no refund started")
 

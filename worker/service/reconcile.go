@@ -62,7 +62,7 @@ func EnsureSchedule(ctx context.Context, c client.Client, cfg Config) error {
 // recovery under the same id) is running now.
 func workflowRunning(c client.Client) func(ctx context.Context, orderID string) (bool, error) {
 	return func(ctx context.Context, orderID string) (bool, error) {
-		d, err := c.DescribeWorkflowExecution(ctx, workflows.PaymentWorkflowID(orderID), "")
+		d, err := c.DescribeWorkflow(ctx, workflows.PaymentWorkflowID(orderID), "")
 		var notFound *serviceerror.NotFound
 		switch {
 		case errors.As(err, &notFound):
@@ -70,7 +70,7 @@ func workflowRunning(c client.Client) func(ctx context.Context, orderID string) 
 		case err != nil:
 			return false, err
 		}
-		return d.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, nil
+		return d.RawResponse.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, nil
 	}
 }
 
