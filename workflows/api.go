@@ -5,6 +5,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/payguard/payguard/config"
 	"github.com/payguard/payguard/gateway"
 	"github.com/payguard/payguard/status"
 )
@@ -18,7 +19,13 @@ const (
 	// worker in --callback-auth lookup mode may not believe, only pass on.
 	LookupHintSignal = "gateway-lookup-hint"
 	StateQuery       = "state"
-	DefaultDeadline  = 10 * time.Minute
+	// ReconcileWorkflowName is the sweep (reconcile.go), RecoverWorkflowName
+	// the recovery of an order whose workflow is gone (recover.go).
+	ReconcileWorkflowName = "ReconcileWorkflow"
+	RecoverWorkflowName   = "RecoverWorkflow"
+	// SummaryQuery answers a sweep's ReconcileResult so far.
+	SummaryQuery    = "summary"
+	DefaultDeadline = 10 * time.Minute
 	// MaxDeadline bounds an order's life: polling at most every PollMax, a
 	// day of it stays far inside Temporal's history limits.
 	MaxDeadline = 24 * time.Hour
@@ -34,6 +41,30 @@ var (
 // PaymentWorkflowID is the id of an order's workflow: one order, one id, so a
 // second start of the same order can never start a second payment.
 func PaymentWorkflowID(orderID string) string { return "order-" + orderID }
+
+// ReconcileScheduleID is the id of the sweep's Temporal Schedule: the
+// worker's task queue's own, so that fleets on other task queues of one
+// namespace (the tests' stacks) each sweep their own database.
+func ReconcileScheduleID(taskQueue string) string {
+	if taskQueue == config.DefaultTaskQueue {
+		return "payguard-reconcile"
+	}
+	return "payguard-reconcile-" + taskQueue
+}
+
+// The sweep's defaults (docs/design.md §6, §10): the worker's flags and the
+// starter read them here.
+const (
+	DefaultReconcileInterval = 5 * time.Minute
+	DefaultReconcileWindow   = 24 * time.Hour
+	DefaultReconcileRate     = 20.0 // gateway lookups a second
+	DefaultReconcileBatch    = 100  // orders per batch, one run each
+)
+
+// RecoverInput names the order to recover.
+type RecoverInput struct {
+	OrderID string `json:"orderId"`
+}
 
 // RefundWorkflowID names the refund of one late charge.
 func RefundWorkflowID(orderID, transactionKey string) string {

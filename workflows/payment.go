@@ -1,5 +1,6 @@
 // Package workflows holds PaymentWorkflow, the durable life of one order
-// (docs/design.md §2), and RefundWorkflow for charges that land too late.
+// (docs/design.md §2), RefundWorkflow for charges that land too late, and
+// the reconciliation sweep with its recovery (reconcile.go, recover.go; §10).
 //
 // The state machine of an order:
 //
@@ -51,6 +52,8 @@ func New(t Tuning) *Workflows { return &Workflows{tuning: t} }
 func (w *Workflows) Register(r worker.WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(w.Payment, workflow.RegisterOptions{Name: PaymentWorkflowName})
 	r.RegisterWorkflowWithOptions(w.Refund, workflow.RegisterOptions{Name: RefundWorkflowName})
+	r.RegisterWorkflowWithOptions(w.Reconcile, workflow.RegisterOptions{Name: ReconcileWorkflowName})
+	r.RegisterWorkflowWithOptions(w.Recover, workflow.RegisterOptions{Name: RecoverWorkflowName})
 }
 
 // Payment is PaymentWorkflow: it drives one order to a final status.

@@ -37,6 +37,7 @@ commands:
   stock set PRODUCT QTY | stock show PRODUCT
   callback ORDER_ID --status SUCCESS|FAILED [--reason R]
   load --rate R --duration D [--products P1,P2]
+  reconcile [--since 24h] [--dry-run]
 
 every command takes --json; connection settings come from TEMPORAL_ADDRESS, DATABASE_URL,
 GATEWAY_URL, GATEWAY_SECRET, CALLBACK_URL or the matching flags (-h on a command lists them).`
@@ -60,11 +61,13 @@ func Run(ctx context.Context, args []string, env Env) error {
 		return runCallback(ctx, rest, env)
 	case "load":
 		return runLoad(ctx, rest, env)
+	case "reconcile":
+		return runReconcile(ctx, rest, env)
 	case "help", "-h", "--help":
 		fmt.Fprintln(env.Stdout, usage)
 		return nil
 	}
-	return fmt.Errorf("unknown command %q (commands: order, status, cancel, stock, callback, load)", cmd)
+	return fmt.Errorf("unknown command %q (commands: order, status, cancel, stock, callback, load, reconcile)", cmd)
 }
 
 // command is one parsed command line.

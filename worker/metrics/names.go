@@ -18,3 +18,13 @@ const (
 	// Callbacks counts gateway callbacks by answer code.
 	Callbacks = "payguard_callbacks_total"
 )
+
+// The reconciliation sweep's metrics (docs/design.md §10).
+const (
+	// ReconcileFindings counts the sweep's findings, labelled finding and action.
+	ReconcileFindings = "payguard_reconcile_findings_total"
+	// ReconcileLastSweep is when the last sweep that ran on the worker ended, in Unix seconds.
+	ReconcileLastSweep = "payguard_reconcile_last_sweep_timestamp_seconds"
+	// ReconcileDuration is how long that sweep took.
+	ReconcileDuration = "payguard_reconcile_last_sweep_duration_seconds"
+)

@@ -29,6 +29,14 @@ type Config struct {
 	// valid signature) or CallbackAuthLookup (an unsigned one is a hint that
 	// makes the workflow look the transaction up; see callback.go).
 	CallbackAuth string
+	// ReconcileInterval is how often the sweep's schedule runs it; 0 (the
+	// zero Config's, as in tests) creates none and pauses an existing one.
+	ReconcileInterval time.Duration
+	// ReconcileWindow: the sweep checks final orders that changed within it.
+	ReconcileWindow time.Duration
+	// ReconcileRate bounds the sweep's gateway lookups a second; 0 takes
+	// workflows.DefaultReconcileRate.
+	ReconcileRate float64
 	// ShutdownTimeout bounds the wait for in-flight activities on stop.
 	ShutdownTimeout time.Duration
 	// Listener, when set, is used instead of listening on HTTPAddr (tests).
@@ -67,6 +75,10 @@ func ParseFlags(args []string, getenv func(string) string, usage io.Writer) (Con
 	fs.UintVar(&halfOpen, "breaker-half-open-calls", uint(b.HalfOpenCalls), "lookup breaker: trial calls in half-open")
 	fs.StringVar(&c.CallbackAuth, "callback-auth", CallbackAuthSigned,
 		"how callbacks are trusted: signed (a valid X-Signature, else 401) or lookup (a validly signed one as signed; an unsigned one only makes the order's workflow look the transaction up now)")
+	fs.DurationVar(&c.ReconcileInterval, "reconcile-interval", workflows.DefaultReconcileInterval,
+		"how often the reconciliation sweep runs (a Temporal Schedule the worker creates or updates); 0 creates none and pauses an existing one")
+	fs.DurationVar(&c.ReconcileWindow, "reconcile-window", workflows.DefaultReconcileWindow, "the sweep checks orders that ended within this window (open ones always)")
+	fs.Float64Var(&c.ReconcileRate, "reconcile-rate", workflows.DefaultReconcileRate, "the sweep's gateway lookups a second, at most")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to wait for in-flight activities on shutdown")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
@@ -97,6 +109,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("configuration: --breaker-failure-rate must be within (0, 1], got %v", c.Breaker.FailureRate)
 	case c.Breaker.MinCalls < 1 || c.Breaker.HalfOpenCalls < 1:
 		return fmt.Errorf("configuration: --breaker-min-calls and --breaker-half-open-calls must be at least 1")
+	case c.ReconcileInterval < 0 || c.ReconcileWindow < 0 || c.ReconcileRate < 0:
+		return fmt.Errorf("configuration: --reconcile-interval, --reconcile-window and --reconcile-rate must not be negative")
+	case c.ReconcileInterval > 0 && c.ReconcileInterval < time.Second:
+		return fmt.Errorf("configuration: --reconcile-interval must be 0 (off) or at least 1s, got %s", c.ReconcileInterval)
 	case c.CallbackAuth != "" && c.CallbackAuth != CallbackAuthSigned && c.CallbackAuth != CallbackAuthLookup:
 		return fmt.Errorf("configuration: --callback-auth must be %s or %s, got %q", CallbackAuthSigned, CallbackAuthLookup, c.CallbackAuth)
 	}
@@ -129,6 +145,7 @@ func (c Config) LogAttrs() []any {
 		"breaker_window", c.Breaker.Window.String(), "breaker_min_calls", c.Breaker.MinCalls,
 		"breaker_failure_rate", c.Breaker.FailureRate, "breaker_open", c.Breaker.OpenFor.String(),
 		"breaker_half_open_calls", c.Breaker.HalfOpenCalls, "callback_auth", c.callbackAuth(),
+		"reconcile_interval", c.ReconcileInterval.String(), "reconcile_window", c.ReconcileWindow.String(), "reconcile_rate", c.reconcileRate(),
 	}
 }
 
@@ -139,4 +156,12 @@ func (c Config) callbackAuth() string {
 		return CallbackAuthSigned
 	}
 	return c.CallbackAuth
+}
+
+// reconcileRate is ReconcileRate with its default (a Config built in code).
+func (c Config) reconcileRate() float64 {
+	if c.ReconcileRate == 0 {
+		return workflows.DefaultReconcileRate
+	}
+	return c.ReconcileRate
 }

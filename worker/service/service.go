@@ -110,6 +110,13 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error
 	w.worker = worker.New(w.temporal, cfg.TaskQueue, worker.Options{WorkerStopTimeout: cfg.ShutdownTimeout})
 	workflows.New(cfg.Tuning()).Register(w.worker)
 	w.worker.RegisterActivity(acts)
+	w.worker.RegisterActivity(activities.NewSweeper(st, acts, workflowRunning(w.temporal), cfg.reconcileRate(),
+		newReconcileMetrics(w.Metrics.Registry)))
+	if err := EnsureSchedule(ctx, w.temporal, cfg); err != nil && cfg.ReconcileInterval > 0 {
+		return nil, fmt.Errorf("reconciliation schedule: %w", err)
+	} else if err != nil {
+		logger.Warn("reconciliation schedule not paused", "error", err.Error())
+	}
 
 	w.listener = cfg.Listener
 	if w.listener == nil {

@@ -1,0 +1,67 @@
+package activities_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/payguard/payguard/activities"
+	"github.com/payguard/payguard/gateway"
+	"github.com/payguard/payguard/status"
+	"github.com/payguard/payguard/store"
+)
+
+// Classify is where a refund is decided: hunt for a refund of a legitimate
+// charge or of money never taken.
+func TestClassify(t *testing.T) {
+	tx := func(key, st string) gateway.Transaction {
+		return gateway.Transaction{OrderID: "o1", TransactionKey: key, Status: st, Amount: 5000}
+	}
+	order := func(st status.Order, reservation, key string) store.Order {
+		return store.Order{OrderID: "o1", Status: st, Reservation: reservation, TransactionKey: key, Amount: 5000}
+	}
+	type want struct{ finding, action, key string }
+	cases := []struct {
+		name  string
+		order store.Order
+		txs   []gateway.Transaction
+		want  []want
+	}{
+		{"confirmed and paid: nothing", order(status.OrderConfirmed, store.ReservationCommitted, "k1"),
+			[]gateway.Transaction{tx("k1", gateway.StatusSuccess)}, nil},
+		{"confirmed, other charge failed: nothing", order(status.OrderConfirmed, store.ReservationCommitted, "k1"),
+			[]gateway.Transaction{tx("k1", gateway.StatusSuccess), tx("k2", gateway.StatusFailed)}, nil},
+		{"confirmed with a second SUCCESS: refund the other only", order(status.OrderConfirmed, store.ReservationCommitted, "k1"),
+			[]gateway.Transaction{tx("k2", gateway.StatusSuccess), tx("k1", gateway.StatusSuccess)},
+			[]want{{activities.FindingSecondSuccess, activities.ActionRefund, "k2"}}},
+		{"confirmed, own FAILED, another SUCCESS: flag, refund nothing", order(status.OrderConfirmed, store.ReservationCommitted, "k1"),
+			[]gateway.Transaction{tx("k1", gateway.StatusFailed), tx("k2", gateway.StatusSuccess)},
+			[]want{{activities.FindingConfirmedUnpaid, activities.ActionFlag, "k1"}}},
+		{"confirmed, gateway knows nothing: flag", order(status.OrderConfirmed, store.ReservationCommitted, "k1"), nil,
+			[]want{{activities.FindingConfirmedUnpaid, activities.ActionFlag, "k1"}}},
+		{"cancelled with a SUCCESS: refund", order(status.OrderCancelled, store.ReservationReleased, "k1"),
+			[]gateway.Transaction{tx("k1", gateway.StatusSuccess)}, []want{{activities.FindingLateSuccess, activities.ActionRefund, "k1"}}},
+		{"failed with a SUCCESS on an unknown key: refund", order(status.OrderFailed, store.ReservationReleased, "k1"),
+			[]gateway.Transaction{tx("k1", gateway.StatusFailed), tx("k9", gateway.StatusSuccess)},
+			[]want{{activities.FindingLateSuccess, activities.ActionRefund, "k9"}}},
+		{"rejected with a SUCCESS: refund", order(status.OrderRejected, "", ""),
+			[]gateway.Transaction{tx("k1", gateway.StatusSuccess)}, []want{{activities.FindingLateSuccess, activities.ActionRefund, "k1"}}},
+		{"cancelled and cancelled: nothing", order(status.OrderCancelled, store.ReservationReleased, "k1"),
+			[]gateway.Transaction{tx("k1", gateway.StatusCancelled)}, nil},
+		{"another order's SUCCESS is not ours", order(status.OrderCancelled, store.ReservationReleased, "k1"),
+			[]gateway.Transaction{{OrderID: "o2", TransactionKey: "x", Status: gateway.StatusSuccess}}, nil},
+		{"cancelled, stock held: release", order(status.OrderCancelled, store.ReservationHeld, ""), nil,
+			[]want{{activities.FindingReservationHeld, activities.ActionRelease, ""}}},
+		{"confirmed, stock held: commit", order(status.OrderConfirmed, store.ReservationHeld, "k1"),
+			[]gateway.Transaction{tx("k1", gateway.StatusSuccess)}, []want{{activities.FindingReservationHeld, activities.ActionCommit, ""}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var got []want
+			for _, f := range activities.Classify(c.order, c.txs) {
+				got = append(got, want{f.Finding, f.Action, f.TransactionKey})
+			}
+			assert.Equal(t, c.want, got)
+		})
+	}
+}

@@ -1,0 +1,93 @@
+package workflows
+
+import (
+	"fmt"
+
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/payguard/payguard/activities"
+	"github.com/payguard/payguard/gateway"
+)
+
+// RecoverWorkflow takes over an order whose PaymentWorkflow is gone
+// (terminated, or its history lost) while the database still has it open.
+// It is PaymentWorkflow without the create: the order's state is read back
+// from the database, the gateway is asked what it holds, and the same
+// settle and compensate code as PaymentWorkflow's ends the order. It never
+// sends a create: whatever may have been charged is found by order id.
+//
+// It runs under the order's own workflow id, so callbacks and hints reach
+// it, a sweep finds the order's workflow running and leaves it alone, and
+// no second one can start beside it.
+
+// Recover is RecoverWorkflow.
+func (w *Workflows) Recover(ctx workflow.Context, in RecoverInput) (State, error) {
+	if in.OrderID == "" {
+		return State{}, temporal.NewNonRetryableApplicationError("recovery needs an order id", activities.ErrInvalidOrder, nil)
+	}
+	var r activities.RecoveryOrder
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, databaseOptions("Read order "+in.OrderID+" back for its recovery")),
+		sw.ReadRecoveryOrder, in.OrderID).Get(ctx, &r)
+	if err != nil {
+		return State{}, err
+	}
+	o := r.Order
+	if !r.Found || o.Status.Final() {
+		// It ended between the sweep's look and now: nothing to recover.
+		return State{OrderID: in.OrderID, Status: o.Status, PaymentStatus: o.PaymentStatus, TransactionKey: o.TransactionKey}, nil
+	}
+	var tuning Tuning
+	if err := workflow.SideEffect(ctx, func(workflow.Context) any { return w.tuning }).Get(&tuning); err != nil {
+		return State{}, err
+	}
+	// The order's own deadline went with its workflow: it is taken as the
+	// default one from the order's creation, and at least one poll from now.
+	deadline := o.CreatedAt.Add(DefaultDeadline)
+	if floor := workflow.Now(ctx).Add(tuning.PollMax); deadline.Before(floor) {
+		deadline = floor
+	}
+	p := &payment{
+		in:             PaymentInput{OrderID: o.OrderID, ProductID: o.ProductID, Quantity: o.Quantity, Amount: o.Amount, UserID: o.UserID},
+		tuning:         tuning,
+		log:            log.With(workflow.GetLogger(ctx), "order_id", o.OrderID, "recovery", true),
+		callbacks:      workflow.GetSignalChannel(ctx, CallbackSignal),
+		hints:          workflow.GetSignalChannel(ctx, LookupHintSignal),
+		closed:         map[string]bool{},
+		keys:           r.Keys,
+		maybeAtGateway: r.MaybeSent,
+		v:              moneySafe, // new code: the money-safety rules from the start
+		state: State{OrderID: o.OrderID, Status: o.Status, PaymentStatus: o.PaymentStatus, TransactionKey: o.TransactionKey,
+			Attempts: o.Attempts, Deadline: deadline},
+	}
+	if err := workflow.SetQueryHandler(ctx, StateQuery, func() (State, error) { return p.state, nil }); err != nil {
+		return State{}, err
+	}
+	p.setStatus(ctx, "", "")
+	p.record(ctx, activities.KindAnomaly, "recovery started: the order is open and its workflow was not running",
+		map[string]any{"order_status": string(o.Status), "payment_status": string(o.PaymentStatus), "transaction_keys": r.Keys})
+
+	// Every transaction of the order, whatever the database knew of.
+	p.poll(ctx, true)
+	switch {
+	case p.outcome != nil:
+		return p.settle(ctx, *p.outcome, "found by the recovery")
+	case !r.MaybeSent && len(p.keys) == 0 && p.state.LastLookup != nil && p.state.LastLookup.Result == lookupNotFound:
+		// No create can have reached the gateway and none ever will: no
+		// workflow is left to send one.
+		if r.Rejected != "" {
+			p.state.Reason = r.Rejected
+			return p.settle(ctx, gateway.Transaction{OrderID: o.OrderID, Amount: o.Amount, Status: gateway.StatusFailed,
+				Reason: r.Rejected}, "gateway rejected the create (recovery)")
+		}
+		return p.compensate(ctx, fmt.Sprintf("recovered: the order's workflow was gone with nothing at the gateway (%s)", o.Status))
+	}
+	switch p.await(ctx) {
+	case endCancelled:
+		return p.cancelled(ctx)
+	case endDeadline:
+		return p.deadlinePassed(ctx)
+	}
+	return p.settle(ctx, *p.outcome, "found by the recovery")
+}
