@@ -69,9 +69,11 @@ func Setup(ctx context.Context, service string, getenv func(string) string) (fun
 // Interceptors are the Temporal client interceptors every payguard client
 // and worker carries: the SDK's tracing interceptor, which starts a span for
 // StartWorkflow, the workflow run, each activity and each signal, and passes
-// the trace along in Temporal's headers.
+// the trace along in Temporal's headers. Queries are not traced: reading an
+// order's state (`starter status`, `--wait`'s polling) changes nothing, and
+// each would be a trace of its own beside the order's.
 func Interceptors() []interceptor.ClientInterceptor {
-	i, err := temporalotel.NewTracingInterceptor(temporalotel.TracerOptions{TextMapPropagator: propagator})
+	i, err := temporalotel.NewTracingInterceptor(temporalotel.TracerOptions{TextMapPropagator: propagator, DisableQueryTracing: true})
 	if err != nil { // it has no failing option today; without it, no traces
 		otel.Handle(err)
 		return nil
@@ -81,8 +83,11 @@ func Interceptors() []interceptor.ClientInterceptor {
 
 // Transport traces an HTTP client's calls as `name METHOD` client spans,
 // children of the span in the request's context, and passes the trace on.
+// The provider is named (the global one): otelhttp would otherwise take the
+// parent span's, and a parent known only by its context (pgsim's callbacks
+// continue a create's trace that way) has a no-op provider.
 func Transport(name string, rt http.RoundTripper) http.RoundTripper {
-	return otelhttp.NewTransport(rt, otelhttp.WithPropagators(propagator),
+	return otelhttp.NewTransport(rt, otelhttp.WithPropagators(propagator), otelhttp.WithTracerProvider(otel.GetTracerProvider()),
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return name + " " + r.Method }))
 }
 

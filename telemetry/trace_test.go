@@ -19,6 +19,8 @@ import (
 	"github.com/payguard/payguard/workflows"
 )
 
+func TestMain(m *testing.M) { testenv.Main(m) }
+
 // Each order placed with the starter is one trace, from the starter's
 // StartWorkflow through the workflow and its activities to the gateway call,
 // pgsim's handling of it, and pgsim's callback back into the workflow — on

@@ -23,6 +23,8 @@ import (
 	"github.com/payguard/payguard/starter/cli"
 )
 
+func TestMain(m *testing.M) { testenv.Main(m) }
+
 // arriving are metrics a rule may name before the worker exports them,
 // each arriving with a branch not yet merged. The lead removes an entry
 // when its branch lands; from then on the test checks it like the others.
