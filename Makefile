@@ -13,12 +13,12 @@ TEMPORAL      := $(BIN)/temporal
 STATICCHECK   := $(BIN)/staticcheck
 WORKFLOWCHECK := $(BIN)/workflowcheck
 
-.PHONY: help tools postgres check fmt-check vet staticcheck workflowcheck test test-short ci build demo chaos chaos-ci dev-server pgsim worker record-histories chromium
+.PHONY: help tools postgres check fmt-check vet staticcheck workflowcheck test test-short ci build demo chaos chaos-ci dev-server pgsim worker record-histories chromium promtool
 
 help:
 	@echo "make demo   - the outage demo on the real stack (see README)"
 	@echo "make ci     - formatting, vet, staticcheck, workflowcheck and all tests"
-	@echo "make test-short - the tests that need no service (PostgreSQL, Temporal, Chromium), for the edit-test loop"
+	@echo "make test-short - the tests that need no service (PostgreSQL, Temporal, Chromium, promtool), for the edit-test loop"
 	@echo "make build  - build pgsim, worker and starter into bin/"
 	@echo "make chaos  - seeded faults on the real stack, books checked (SEED=1 SEEDS=20 CHAOS_ARGS=...)"
 
@@ -46,6 +46,16 @@ chromium:
 		{ echo "could not install chromium (run as root: apt-get install chromium)" >&2; exit 1; }; \
 	else echo "Chromium is needed for the UI test: install it (Debian: apt-get install chromium)" >&2; exit 1; fi
 
+# Debian's prometheus package for promtool, which checks ops/prometheus and
+# runs its alert rule tests (ops/prometheus/rules_test.go).
+promtool:
+	@if command -v promtool >/dev/null; then :; \
+	elif command -v apt-get >/dev/null; then \
+		echo "Installing Debian's prometheus (for promtool) for the alert rule tests..."; \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus) >/dev/null || \
+		{ echo "could not install prometheus (run as root: apt-get install prometheus)" >&2; exit 1; }; \
+	else echo "promtool is needed for the alert rule tests: install Prometheus (Debian: apt-get install prometheus)" >&2; exit 1; fi
+
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
@@ -63,7 +73,7 @@ check: fmt-check vet staticcheck workflowcheck
 # e2e runs after the other packages, not beside them: its outage scenario
 # times a circuit breaker against a worker under the race detector, which a
 # 2-core machine shared with the other test binaries cannot keep on time.
-test: $(TEMPORAL) postgres chromium
+test: $(TEMPORAL) postgres chromium promtool
 	PAYGUARD_TEMPORAL_CLI=$(TEMPORAL) go test -race -count=1 -timeout 20m $$(go list ./... | grep -v '/e2e$$')
 	PAYGUARD_TEMPORAL_CLI=$(TEMPORAL) go test -race -count=1 -timeout 20m ./e2e/
 

@@ -17,9 +17,13 @@ import (
 	"github.com/payguard/payguard/store"
 )
 
-// Observer is told of every gateway call; the worker turns it into metrics.
+// Observer is told of every gateway call and every charge refunded; the
+// worker turns them into metrics.
 type Observer interface {
 	GatewayCall(endpoint, outcome string, took time.Duration)
+	// ChargeRefunded is told once per charge a cancel refunded: a SUCCESS
+	// the order could not keep (it landed late, or was a second one).
+	ChargeRefunded()
 }
 
 // Gateway call outcome classes, as the metrics label them.
@@ -34,6 +38,7 @@ const (
 type nopObserver struct{}
 
 func (nopObserver) GatewayCall(string, string, time.Duration) {}
+func (nopObserver) ChargeRefunded()                           {}
 
 // Config is how the activities talk to the world.
 type Config struct {
@@ -89,7 +94,7 @@ func storeError(err error) error {
 // Reserve opens the order and holds its stock.
 func (a *Activities) Reserve(ctx context.Context, in ReserveInput) (store.Order, error) {
 	o, err := a.store.Reserve(ctx, store.NewOrder{OrderID: in.OrderID, ProductID: in.ProductID, Quantity: in.Quantity,
-		Amount: in.Amount, UserID: in.UserID})
+		Amount: in.Amount, UserID: in.UserID, Deadline: in.Deadline})
 	switch {
 	case errors.Is(err, store.ErrOutOfStock):
 		return o, nonRetryable(ErrOutOfStock, err)
@@ -308,6 +313,11 @@ func (a *Activities) CancelPayments(ctx context.Context, in CancelInput) (Cancel
 		}
 		if err != nil {
 			return CancelResult{}, retryable("CancelFailed", err)
+		}
+		if before.Status == gateway.StatusSuccess {
+			// Seen charged just before this cancel: this cancel refunded it
+			// (a retried activity sees it cancelled and does not count again).
+			a.observe.ChargeRefunded()
 		}
 		if before.Status == gateway.StatusSuccess || tx.Reason == "REFUNDED" {
 			out.Refunded++

@@ -43,6 +43,12 @@ func (o observer) GatewayCall(endpoint, outcome string, _ time.Duration) {
 	o.r.calls[endpoint+"/"+outcome]++
 }
 
+func (o observer) ChargeRefunded() {
+	o.r.mu.Lock()
+	defer o.r.mu.Unlock()
+	o.r.calls["refunded"]++
+}
+
 func newRig(t *testing.T, faults simulator.Faults, breaker activities.BreakerSettings, idempotencyKeys bool) *rig {
 	t.Helper()
 	r := &rig{store: testenv.Store(t), sim: testenv.Pgsim(t, faults), calls: map[string]int{}}
@@ -313,6 +319,9 @@ func TestCancelPaymentsRefundsSuccessAndFindsUnknownByOrder(t *testing.T) {
 	require.Len(t, res.Transactions, 1)
 	assert.Equal(t, gateway.StatusCancelled, res.Transactions[0].Status)
 	assert.Equal(t, 1, r.sim.Stats().Orders["order-1"].Refunded)
+	r.mu.Lock()
+	assert.Equal(t, 1, r.calls["refunded"], "one refund observed, though the cancel ran twice")
+	r.mu.Unlock()
 
 	testenv.PatchFaults(t, r.sim, map[string]any{"down": true})
 	_, err := r.env.ExecuteActivity(r.acts.CancelPayments, activities.CancelInput{OrderID: "order-1", TransactionKeys: []string{created.TransactionKey}})

@@ -18,6 +18,8 @@
 package activities
 
 import (
+	"time"
+
 	"github.com/payguard/payguard/gateway"
 	"github.com/payguard/payguard/status"
 	"github.com/payguard/payguard/store"
@@ -57,6 +59,9 @@ type ReserveInput struct {
 	Quantity  int64  `json:"quantity"`
 	Amount    int64  `json:"amount"`
 	UserID    string `json:"userId"`
+	// Deadline is recorded with the order, so what stays open past it can
+	// be counted from the database; zero in histories from before it.
+	Deadline time.Time `json:"deadline,omitzero"`
 }
 
 // RequestInput asks the gateway to charge the order.

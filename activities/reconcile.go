@@ -43,6 +43,15 @@ const (
 	ActionFlag    = "flag"    // an anomaly event and the metric, money untouched
 )
 
+// FindingActions is every finding with each action the sweep may take on
+// it: the worker starts each series of payguard_reconcile_findings_total at
+// 0 so an alert's increase() sees the first finding.
+var FindingActions = [][2]string{
+	{FindingLateSuccess, ActionRefund}, {FindingSecondSuccess, ActionRefund},
+	{FindingWorkflowGone, ActionRecover}, {FindingReservationHeld, ActionRelease},
+	{FindingReservationHeld, ActionCommit}, {FindingConfirmedUnpaid, ActionFlag},
+}
+
 // Finding is one disagreement the sweep found, and what it does about it.
 type Finding struct {
 	OrderID        string       `json:"orderId"`

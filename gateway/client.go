@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/payguard/payguard/ids"
+	"github.com/payguard/payguard/telemetry"
 )
 
 // Config configures a Client.
@@ -81,7 +82,7 @@ func New(cfg Config) (*Client, error) {
 	// following it could turn a refused dial there into "never reached".
 	noRedirects := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	return &Client{base: base, userID: cfg.UserID, read: cfg.ReadTimeout,
-		http: &http.Client{Transport: transport, CheckRedirect: noRedirects}}, nil
+		http: &http.Client{Transport: telemetry.Transport("gateway", transport), CheckRedirect: noRedirects}}, nil
 }
 
 // Close drops idle connections.

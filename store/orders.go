@@ -19,6 +19,9 @@ type NewOrder struct {
 	Quantity  int64
 	Amount    int64 // minor units
 	UserID    string
+	// Deadline is when the workflow gives up on the payment; zero for an
+	// order that did not say (it is then never counted past its deadline).
+	Deadline time.Time
 }
 
 // Reservation states.
@@ -61,9 +64,9 @@ func (s *Store) Reserve(ctx context.Context, o NewOrder) (Order, error) {
 	var rejected bool
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `
-			INSERT INTO orders (order_id, product_id, quantity, amount, user_id, status)
-			VALUES ($1, $2, $3, $4, $5, 'RESERVING') ON CONFLICT (order_id) DO NOTHING`,
-			o.OrderID, o.ProductID, o.Quantity, o.Amount, o.UserID)
+			INSERT INTO orders (order_id, product_id, quantity, amount, user_id, status, deadline)
+			VALUES ($1, $2, $3, $4, $5, 'RESERVING', $6) ON CONFLICT (order_id) DO NOTHING`,
+			o.OrderID, o.ProductID, o.Quantity, o.Amount, o.UserID, nullTime(o.Deadline))
 		if pgCode(err) == codeForeignKeyViolation {
 			return fmt.Errorf("%w: %s", ErrUnknownProduct, o.ProductID)
 		}
@@ -363,4 +366,27 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// OpenPastDeadline counts the orders not yet final whose deadline has
+// passed: each should have been compensated by now, so a count that stays
+// above zero means workflows are stuck (docs/design.md §5). An index on the
+// open orders' deadlines keeps it cheap enough to run at every scrape.
+func (s *Store) OpenPastDeadline(ctx context.Context) (int, error) {
+	var n int
+	err := s.pool.QueryRow(ctx, `
+		SELECT count(*) FROM orders
+		WHERE status IN ('RESERVING', 'REQUESTING', 'PENDING') AND deadline < now()`).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count orders past deadline: %w", err)
+	}
+	return n, nil
+}
+
+// nullTime is NULL for the zero time.
+func nullTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
 }

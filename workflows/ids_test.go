@@ -88,7 +88,8 @@ func TestIDBoundariesInTheWorkflow(t *testing.T) {
 			require.NoError(t, r.env.GetWorkflowResult(&st))
 			assert.Equal(t, status.OrderRejected, st.Status, "it reached Reserve (out of stock here)")
 			require.Len(t, *seen, 1)
-			assert.Equal(t, activities.ReserveInput{OrderID: id, ProductID: id, Quantity: in.Quantity, Amount: in.Amount, UserID: id}, (*seen)[0])
+			assert.Equal(t, activities.ReserveInput{OrderID: id, ProductID: id, Quantity: in.Quantity, Amount: in.Amount, UserID: id,
+				Deadline: st.Deadline}, (*seen)[0], "the deadline is recorded with the order")
 		})
 	}
 	for field, change := range map[string]func(*workflows.PaymentInput){

@@ -164,7 +164,7 @@ func (p *payment) run(ctx workflow.Context) (State, error) {
 		reserveCtx = workflow.WithWaitForCancellation(reserveCtx, true)
 	}
 	err := workflow.ExecuteActivity(reserveCtx, a.Reserve, activities.ReserveInput{OrderID: p.in.OrderID, ProductID: p.in.ProductID,
-		Quantity: p.in.Quantity, Amount: p.in.Amount, UserID: p.in.UserID}).Get(ctx, nil)
+		Quantity: p.in.Quantity, Amount: p.in.Amount, UserID: p.in.UserID, Deadline: p.state.Deadline}).Get(ctx, nil)
 	rejected := isType(err, activities.ErrOutOfStock, activities.ErrUnknownProduct)
 	switch {
 	case ctx.Err() != nil && !(rejected && p.v >= moneySafe):

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"slices"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/payguard/payguard/gateway"
 )
 
@@ -116,6 +118,7 @@ func (s *Server) handleResolve(w http.ResponseWriter, r *http.Request) {
 	key := r.PathValue("key")
 	var view gateway.TransactionInfo
 	var url string
+	var sc trace.SpanContext
 	var found bool
 	s.locked(func() {
 		var tx *transaction
@@ -126,14 +129,14 @@ func (s *Server) handleResolve(w http.ResponseWriter, r *http.Request) {
 		if req.Status == gateway.StatusSuccess {
 			tx.Reason = ""
 		}
-		view, url = tx.view(), tx.CallbackURL
+		view, url, sc = tx.view(), tx.CallbackURL, tx.trace
 	})
 	if !found {
 		writeError(w, http.StatusNotFound, gateway.CodeNotFound, fmt.Sprintf("no transaction %q", key))
 		return
 	}
 	if callback {
-		s.sendCallback(view, url)
+		s.sendCallback(view, url, sc)
 	}
 	writeJSON(w, http.StatusOK, view)
 }

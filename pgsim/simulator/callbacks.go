@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/payguard/payguard/gateway"
 )
 
@@ -16,8 +18,9 @@ const (
 )
 
 // sendCallback delivers a transaction's outcome to its callback URL in the
-// background, with the callback faults applied.
-func (s *Server) sendCallback(tx gateway.TransactionInfo, url string) {
+// background, with the callback faults applied, in the trace sc (the
+// create's).
+func (s *Server) sendCallback(tx gateway.TransactionInfo, url string, sc trace.SpanContext) {
 	var f CallbackFaults
 	var drop, duplicate bool
 	s.locked(func() {
@@ -37,7 +40,7 @@ func (s *Server) sendCallback(tx gateway.TransactionInfo, url string) {
 			if !sleep(ctx, time.Duration(f.Delay)) {
 				return
 			}
-			s.deliver(ctx, tx, url)
+			s.deliver(trace.ContextWithSpanContext(ctx, sc), tx, url)
 		})
 	}
 }

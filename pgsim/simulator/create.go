@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/payguard/payguard/gateway"
 	"github.com/payguard/payguard/ids"
 )
@@ -92,7 +94,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	}
 	hash := sha256.Sum256(append([]byte(userID+"\x00"), raw...))
 
-	plan := s.planCreate(req, idemKey, hash)
+	plan := s.planCreate(req, idemKey, hash, trace.SpanContextFromContext(r.Context()))
 	switch e := plan.replay; {
 	case plan.injected != 0:
 		writeInjected(w, plan.injected)
@@ -138,7 +140,7 @@ type createPlan struct {
 	holdFor  time.Duration // a timeout fault's hold of the answer
 }
 
-func (s *Server) planCreate(req gateway.CreateRequest, idemKey string, hash [32]byte) createPlan {
+func (s *Server) planCreate(req gateway.CreateRequest, idemKey string, hash [32]byte, sc trace.SpanContext) createPlan {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.statsFor(req.OrderID).createRequests++
@@ -157,7 +159,7 @@ func (s *Server) planCreate(req gateway.CreateRequest, idemKey string, hash [32]
 		p.entry = &idemEntry{bodyHash: hash, createdAt: time.Now()}
 		s.idem[idemKey] = p.entry
 	}
-	p.key = s.newTransaction(req).Key
+	p.key = s.newTransaction(req, sc).Key
 	if s.chance(s.faults.Create.TimeoutRate) {
 		p.holdFor = time.Duration(s.faults.Create.TimeoutDelay)
 	}
@@ -165,8 +167,8 @@ func (s *Server) planCreate(req gateway.CreateRequest, idemKey string, hash [32]
 }
 
 // newTransaction stores a PENDING transaction and schedules its processing.
-// Called with s.mu held.
-func (s *Server) newTransaction(req gateway.CreateRequest) *transaction {
+// sc is the create's trace, which its callbacks continue. Called with s.mu held.
+func (s *Server) newTransaction(req gateway.CreateRequest, sc trace.SpanContext) *transaction {
 	now := time.Now()
 	var key string
 	for {
@@ -176,7 +178,7 @@ func (s *Server) newTransaction(req gateway.CreateRequest) *transaction {
 		}
 	}
 	tx := &transaction{Key: key, OrderID: req.OrderID, Amount: req.Amount, CardType: req.CardType, CardNo: req.CardNo,
-		CallbackURL: req.CallbackURL, Status: gateway.StatusPending, CreatedAt: now}
+		CallbackURL: req.CallbackURL, Status: gateway.StatusPending, CreatedAt: now, trace: sc}
 	s.txs[key] = tx
 	st := s.statsFor(req.OrderID)
 	st.keys = append(st.keys, key)
@@ -186,7 +188,7 @@ func (s *Server) newTransaction(req gateway.CreateRequest) *transaction {
 			return
 		}
 		if view, decided := s.decide(tx); decided {
-			s.sendCallback(view, tx.CallbackURL)
+			s.sendCallback(view, tx.CallbackURL, tx.trace)
 		}
 	})
 	return tx

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/payguard/payguard/config"
+	"github.com/payguard/payguard/telemetry"
 )
 
 // Run is pgsim's main: it parses flags (defaults from the environment where
@@ -25,6 +26,11 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	cfg.Logger = slog.New(slog.NewJSONHandler(stdout, nil))
+	stopTracing, err := telemetry.Setup(ctx, "pgsim", getenv)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = stopTracing(context.Background()) }()
 	s := New(cfg)
 	if err := s.Start(); err != nil {
 		return err

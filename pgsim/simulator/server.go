@@ -17,7 +17,10 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/payguard/payguard/config"
+	"github.com/payguard/payguard/telemetry"
 )
 
 // Config configures a Server.
@@ -78,6 +81,7 @@ type transaction struct {
 	Reason      string
 	Refunded    bool
 	CreatedAt   time.Time
+	trace       trace.SpanContext // the create's, so its callbacks join the order's trace
 }
 
 type orderStats struct {
@@ -114,7 +118,7 @@ func New(cfg Config) *Server {
 		calls:    map[string]int{},
 		ctx:      ctx,
 		cancel:   cancel,
-		callback: &http.Client{Timeout: 5 * time.Second},
+		callback: &http.Client{Timeout: 5 * time.Second, Transport: telemetry.Transport("pgsim callback", http.DefaultTransport)},
 	}
 	return s
 }
@@ -181,7 +185,7 @@ func (s *Server) newGatewayServer() *http.Server {
 	// runs from the end of the headers, so it must outlast the longest hold
 	// Validate allows, with the usual time to write on top.
 	t.Write += maxHeldAnswer
-	srv := t.Server(s.logged("gateway", s.delayed(s.gatewayHandler())))
+	srv := t.Server(telemetry.Handler("pgsim", s.logged("gateway", s.delayed(s.gatewayHandler()))))
 	srv.BaseContext = func(net.Listener) context.Context { return s.ctx }
 	return srv
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/payguard/payguard/config"
 	"github.com/payguard/payguard/loadgen"
 	"github.com/payguard/payguard/store"
+	"github.com/payguard/payguard/telemetry"
 )
 
 // Env is what a command may use of the outside world.
@@ -47,6 +48,11 @@ func Run(ctx context.Context, args []string, env Env) error {
 	if len(args) == 0 {
 		return fmt.Errorf("no command given\n%s", usage)
 	}
+	stopTracing, err := telemetry.Setup(ctx, "payguard-starter", env.Getenv)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = stopTracing(context.Background()) }()
 	cmd, rest := args[0], args[1:]
 	switch cmd {
 	case "order":
@@ -124,7 +130,7 @@ func (c *command) dialTemporal(ctx context.Context) (client.Client, error) {
 	dialCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	cl, err := client.DialContext(dialCtx, client.Options{HostPort: c.common.TemporalAddress, Namespace: c.common.Namespace,
-		Logger: sdklog.NewStructuredLogger(discardLogger())})
+		Logger: sdklog.NewStructuredLogger(discardLogger()), Interceptors: telemetry.Interceptors()})
 	if err != nil {
 		return nil, fmt.Errorf("temporal unreachable at %s (is the dev server running? `make dev-server`): %v", c.common.TemporalAddress, loadgen.RootCause(err))
 	}

@@ -17,6 +17,13 @@ const (
 	LookupDuration = "payguard_lookup_duration_seconds"
 	// Callbacks counts gateway callbacks by answer code.
 	Callbacks = "payguard_callbacks_total"
+	// ChargesRefunded counts charges refunded because their order could not
+	// keep them: a SUCCESS that landed after the order ended, or a second
+	// one. Any is worth a look (ops/prometheus alerts on it).
+	ChargesRefunded = "payguard_charges_refunded_total"
+	// OrdersPastDeadline is a gauge, read from PostgreSQL at each scrape:
+	// orders not final whose deadline has passed.
+	OrdersPastDeadline = "payguard_orders_past_deadline"
 )
 
 // The reconciliation sweep's metrics (docs/design.md §10).

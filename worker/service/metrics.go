@@ -1,9 +1,10 @@
 package service
 
 import (
-	"sort"
+	"context"
+	"math"
+	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -12,6 +13,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/payguard/payguard/activities"
+	"github.com/payguard/payguard/telemetry"
 	"github.com/payguard/payguard/worker/metrics"
 )
 
@@ -23,6 +25,8 @@ type Metrics struct {
 	gatewayCalls   *prometheus.CounterVec
 	lookupLatency  *prometheus.HistogramVec
 	callbacks      *prometheus.CounterVec
+	refunds        prometheus.Counter
+	sdk            client.MetricsHandler
 }
 
 // NewMetrics registers payguard's metrics and the Go runtime's.
@@ -51,12 +55,48 @@ func NewMetrics() *Metrics {
 			Name: metrics.Callbacks,
 			Help: "Gateway callbacks received, by answer code.",
 		}, []string{"code"}),
+		refunds: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: metrics.ChargesRefunded,
+			Help: "Charges refunded because the order could not keep them (a SUCCESS that landed late, or a second one).",
+		}),
 	}
-	reg.MustRegister(m.breakerState, m.breakerChanges, m.gatewayCalls, m.lookupLatency, m.callbacks,
+	reg.MustRegister(m.breakerState, m.breakerChanges, m.gatewayCalls, m.lookupLatency, m.callbacks, m.refunds,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.breakerState.WithLabelValues(activities.LookupBreakerName).Set(0)
+	// Series an alert takes increase() of exist from the start, at 0, so
+	// that their first event is an increase (ops/prometheus/alerts.yml).
+	m.callbacks.WithLabelValues(strconv.Itoa(http.StatusUnauthorized))
+	for _, outcome := range []string{activities.OutcomeOK, activities.OutcomeUnknown, activities.OutcomeUnreachable, activities.OutcomeRejected} {
+		m.gatewayCalls.WithLabelValues("create", outcome)
+	}
+	var err error
+	if m.sdk, err = telemetry.SDKMetrics(reg); err != nil {
+		panic(err) // only a name clash in a registry built just above: a bug, as MustRegister says
+	}
 	return m
 }
+
+// CountOrdersPastDeadline exports count, called at each scrape, as the
+// gauge of open orders past their deadline. A count that fails (database
+// unreachable) is exported as NaN, which no threshold matches: /healthz and
+// the other alerts speak for an unreachable database.
+func (m *Metrics) CountOrdersPastDeadline(count func(context.Context) (int, error)) {
+	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: metrics.OrdersPastDeadline,
+		Help: "Orders not final whose deadline has passed (each should have been compensated by now).",
+	}, func() float64 {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		n, err := count(ctx)
+		if err != nil {
+			return math.NaN()
+		}
+		return float64(n)
+	}))
+}
+
+// ChargeRefunded implements activities.Observer.
+func (m *Metrics) ChargeRefunded() { m.refunds.Inc() }
 
 // GatewayCall implements activities.Observer.
 func (m *Metrics) GatewayCall(endpoint, outcome string, took time.Duration) {
@@ -87,115 +127,6 @@ func (m *Metrics) Callback(code int) {
 	m.callbacks.WithLabelValues(strconv.Itoa(code)).Inc()
 }
 
-// SDKHandler bridges the Temporal SDK's metrics into the registry.
-func (m *Metrics) SDKHandler() client.MetricsHandler {
-	return &sdkMetrics{root: &sdkRegistry{reg: m.Registry, vecs: map[string]*sdkVec{}}}
-}
-
-// sdkRegistry creates one Prometheus vector per SDK metric name. Prometheus
-// wants a fixed label set per name while the SDK's tags may vary between
-// calls, so the first use fixes the labels; later uses fill missing labels
-// with "" and drop extra ones (their series are summed).
-type sdkRegistry struct {
-	reg  *prometheus.Registry
-	mu   sync.Mutex
-	vecs map[string]*sdkVec
-}
-
-type sdkVec struct {
-	labels    []string
-	counter   *prometheus.CounterVec
-	gauge     *prometheus.GaugeVec
-	histogram *prometheus.HistogramVec
-}
-
-func (r *sdkRegistry) vec(kind, name string, tags map[string]string) (*sdkVec, []string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	v, ok := r.vecs[name]
-	if !ok {
-		v = &sdkVec{}
-		for k := range tags {
-			v.labels = append(v.labels, k)
-		}
-		sort.Strings(v.labels)
-		var c prometheus.Collector
-		switch kind {
-		case "counter":
-			v.counter = prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: "Temporal SDK counter " + name}, v.labels)
-			c = v.counter
-		case "gauge":
-			v.gauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: "Temporal SDK gauge " + name}, v.labels)
-			c = v.gauge
-		default:
-			v.histogram = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name + "_seconds", Help: "Temporal SDK timer " + name,
-				Buckets: prometheus.DefBuckets}, v.labels)
-			c = v.histogram
-		}
-		if err := r.reg.Register(c); err != nil {
-			// The same name as another kind: drop it rather than break /metrics.
-			v = &sdkVec{}
-		}
-		r.vecs[name] = v
-	}
-	values := make([]string, len(v.labels))
-	for i, l := range v.labels {
-		values[i] = tags[l]
-	}
-	return v, values
-}
-
-type sdkMetrics struct {
-	root *sdkRegistry
-	tags map[string]string
-}
-
-func (h *sdkMetrics) WithTags(tags map[string]string) client.MetricsHandler {
-	merged := make(map[string]string, len(h.tags)+len(tags))
-	for k, v := range h.tags {
-		merged[k] = v
-	}
-	for k, v := range tags {
-		merged[k] = v
-	}
-	return &sdkMetrics{root: h.root, tags: merged}
-}
-
-type counterFunc func(int64)
-
-func (f counterFunc) Inc(d int64) { f(d) }
-
-type gaugeFunc func(float64)
-
-func (f gaugeFunc) Update(v float64) { f(v) }
-
-type timerFunc func(time.Duration)
-
-func (f timerFunc) Record(d time.Duration) { f(d) }
-
-func (h *sdkMetrics) Counter(name string) client.MetricsCounter {
-	v, values := h.root.vec("counter", name, h.tags)
-	return counterFunc(func(d int64) {
-		if v.counter != nil {
-			v.counter.WithLabelValues(values...).Add(float64(d))
-		}
-	})
-}
-
-func (h *sdkMetrics) Gauge(name string) client.MetricsGauge {
-	v, values := h.root.vec("gauge", name, h.tags)
-	return gaugeFunc(func(x float64) {
-		if v.gauge != nil {
-			v.gauge.WithLabelValues(values...).Set(x)
-		}
-	})
-}
-
-func (h *sdkMetrics) Timer(name string) client.MetricsTimer {
-	v, values := h.root.vec("timer", name, h.tags)
-	return timerFunc(func(d time.Duration) {
-		if v.histogram != nil {
-			v.histogram.WithLabelValues(values...).Observe(d.Seconds())
-		}
-	})
-}
+// SDKHandler is the Temporal SDK's metrics handler, exported into the
+// registry (telemetry.SDKMetrics).
+func (m *Metrics) SDKHandler() client.MetricsHandler { return m.sdk }

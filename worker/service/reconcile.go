@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/payguard/payguard/activities"
 	"github.com/payguard/payguard/worker/metrics"
 	"github.com/payguard/payguard/workflows"
 )
@@ -91,6 +92,9 @@ func newReconcileMetrics(reg prometheus.Registerer) *reconcileMetrics {
 			Help: "How long the last reconciliation sweep that ran on this worker took."}),
 	}
 	reg.MustRegister(m.findings, m.lastSweep, m.duration)
+	for _, fa := range activities.FindingActions {
+		m.findings.WithLabelValues(fa[0], fa[1])
+	}
 	return m
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/payguard/payguard/activities"
 	"github.com/payguard/payguard/gateway"
 	"github.com/payguard/payguard/store"
+	"github.com/payguard/payguard/telemetry"
 	"github.com/payguard/payguard/workflows"
 )
 
@@ -38,6 +39,11 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	logger := slog.New(slog.NewJSONHandler(stdout, nil))
+	stopTracing, err := telemetry.Setup(ctx, "payguard-worker", getenv)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = stopTracing(context.Background()) }()
 	w, err := Start(ctx, cfg, logger)
 	if err != nil {
 		return err
@@ -89,6 +95,7 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error
 	if err := st.Migrate(ctx); err != nil {
 		return nil, err
 	}
+	w.Metrics.CountOrdersPastDeadline(st.OpenPastDeadline)
 	w.gateway, err = gateway.New(gateway.Config{BaseURL: cfg.GatewayURL, ConnectTimeout: cfg.ConnectTimeout, ReadTimeout: cfg.ReadTimeout})
 	if err != nil {
 		return nil, err
@@ -103,6 +110,7 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error
 	w.temporal, err = dialTemporal(ctx, client.Options{
 		HostPort: cfg.TemporalAddress, Namespace: cfg.Namespace,
 		Logger: sdklog.NewStructuredLogger(logger), MetricsHandler: w.Metrics.SDKHandler(),
+		Interceptors: telemetry.Interceptors(),
 	}, logger)
 	if err != nil {
 		return nil, err
@@ -125,8 +133,8 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error
 		}
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/callbacks/gateway", &callbackHandler{store: st, temporal: w.temporal, taskQueue: cfg.TaskQueue,
-		secret: []byte(cfg.GatewaySecret), lookupMode: cfg.callbackAuth() == CallbackAuthLookup, metrics: w.Metrics, log: logger, now: time.Now})
+	mux.Handle("/callbacks/gateway", telemetry.Handler("callback", &callbackHandler{store: st, temporal: w.temporal, taskQueue: cfg.TaskQueue,
+		secret: []byte(cfg.GatewaySecret), lookupMode: cfg.callbackAuth() == CallbackAuthLookup, metrics: w.Metrics, log: logger, now: time.Now}))
 	mux.HandleFunc("GET /healthz", w.healthz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(w.Metrics.Registry, promhttp.HandlerOpts{}))
 	w.http = cfg.HTTPTimeouts.Server(mux)

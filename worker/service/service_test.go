@@ -17,6 +17,7 @@ import (
 	"github.com/payguard/payguard/internal/testenv"
 	"github.com/payguard/payguard/status"
 	"github.com/payguard/payguard/store"
+	wm "github.com/payguard/payguard/worker/metrics"
 	"github.com/payguard/payguard/worker/service"
 )
 
@@ -49,7 +50,7 @@ func TestOrderConfirmedByPollingWhenTheCallbackIsDropped(t *testing.T) {
 	assert.Equal(t, status.OrderConfirmed, v.Status)
 	require.NotNil(t, v.LastLookup)
 	assert.Equal(t, gateway.StatusSuccess, v.LastLookup.Result)
-	assert.NotContains(t, metrics(t, s), `payguard_callbacks_total`)
+	assert.NotContains(t, metrics(t, s), `payguard_callbacks_total{code="200"}`)
 }
 
 func TestStatusWhilePendingAndCancelCompensates(t *testing.T) {
@@ -163,6 +164,7 @@ func TestLateSuccessForACancelledOrderIsRefunded(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, status.OrderCancelled, o.Status)
 	assert.Equal(t, store.Stock{ProductID: "P1", Total: 5, Available: 5}, stock(t, s))
+	assert.Contains(t, metrics(t, s), "\n"+wm.ChargesRefunded+" 1\n", "the refund is counted, once")
 }
 
 func TestMetricsShowTheBreakerOpeningWhenTheGatewayIsDown(t *testing.T) {
@@ -183,7 +185,10 @@ func TestMetricsShowTheBreakerOpeningWhenTheGatewayIsDown(t *testing.T) {
 	m := metrics(t, s)
 	assert.Contains(t, m, `payguard_breaker_transitions_total{breaker="gateway-lookup",from="closed",to="open"} 1`)
 	assert.Contains(t, m, `payguard_gateway_calls_total{endpoint="lookup",outcome="unreachable"}`)
-	assert.Contains(t, m, `temporal_`, "the SDK's own metrics are exported")
+	// The SDK's own metrics, through its OpenTelemetry contrib: counters
+	// as Prometheus counters, timers as histograms in seconds.
+	assert.Regexp(t, `(?m)^# TYPE temporal_request_total counter$`, m)
+	assert.Regexp(t, `(?m)^temporal_request_latency_seconds_bucket\{.*le="0.005"`, m)
 	for i := range 3 {
 		o, err := s.Store.GetOrder(context.Background(), fmt.Sprintf("brk-%04d", i))
 		require.NoError(t, err)
