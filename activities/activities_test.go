@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/payguard/payguard/activities"
+	"github.com/payguard/payguard/breaker"
 	"github.com/payguard/payguard/gateway"
 	"github.com/payguard/payguard/internal/testenv"
 	"github.com/payguard/payguard/pgsim/simulator"
@@ -27,7 +28,7 @@ type rig struct {
 	store   *store.Store
 	sim     *simulator.Server
 	acts    *activities.Activities
-	breaker *gobreaker.CircuitBreaker[activities.LookupResult]
+	breaker *breaker.Breaker
 	env     *testsuite.TestActivityEnvironment
 
 	mu      sync.Mutex

@@ -18,6 +18,8 @@
 package activities
 
 import (
+	"time"
+
 	"github.com/payguard/payguard/gateway"
 	"github.com/payguard/payguard/status"
 	"github.com/payguard/payguard/store"
@@ -33,11 +35,15 @@ const (
 	ErrGatewayUnknownKeyed = "GatewayOutcomeUnknownKeyed"
 	ErrGatewayRejected     = "GatewayRejected"   // not retryable: a definitive 4xx
 	ErrLookupUnavailable   = "LookupUnavailable" // benign: the lookup breaker is open
-	ErrLookupFailed        = "LookupFailed"      // retryable: a lookup got no definitive answer
-	ErrOutOfStock          = "OutOfStock"
-	ErrUnknownProduct      = "UnknownProduct"
-	ErrInvalidOrder        = "InvalidOrder"
-	ErrIllegalTransition   = "IllegalTransition"
+	// ErrRequestBreakerOpen is a create our own open request breaker did
+	// not send: retryable (it never reached the gateway), with
+	// NextRetryDelay set to when the breaker may let one through.
+	ErrRequestBreakerOpen = "RequestBreakerOpen"
+	ErrLookupFailed       = "LookupFailed" // retryable: a lookup got no definitive answer
+	ErrOutOfStock         = "OutOfStock"
+	ErrUnknownProduct     = "UnknownProduct"
+	ErrInvalidOrder       = "InvalidOrder"
+	ErrIllegalTransition  = "IllegalTransition"
 )
 
 // Event kinds a workflow records (EventInput.Kind) and reservation actions it
@@ -104,6 +110,12 @@ type LookupInput struct {
 // LookupResult lists the order's transactions at the gateway.
 type LookupResult struct {
 	Transactions []gateway.Transaction `json:"transactions"`
+}
+
+// Unavailable is the detail of a LookupUnavailable error: when the breaker
+// may let a lookup through (jitter included), the workflow's next poll.
+type Unavailable struct {
+	RetryAfter time.Duration `json:"retryAfter"`
 }
 
 // CancelInput cancels an order's transactions at the gateway.
