@@ -28,6 +28,7 @@ type rig struct {
 	store   *store.Store
 	sim     *simulator.Server
 	acts    *activities.Activities
+	client  *gateway.Client
 	breaker *breaker.Breaker
 	env     *testsuite.TestActivityEnvironment
 
@@ -50,6 +51,7 @@ func newRig(t *testing.T, faults simulator.Faults, breaker activities.BreakerSet
 	client, err := gateway.New(gateway.Config{BaseURL: r.sim.GatewayURL(), ConnectTimeout: 300 * time.Millisecond, ReadTimeout: 300 * time.Millisecond})
 	require.NoError(t, err)
 	t.Cleanup(client.Close)
+	r.client = client
 	r.breaker = activities.NewLookupBreaker(breaker, func(_ string, from, to gobreaker.State) {
 		r.mu.Lock()
 		defer r.mu.Unlock()

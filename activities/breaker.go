@@ -34,7 +34,7 @@ const (
 // NewLookupBreaker builds a process-scope lookup breaker (tests, and
 // --breaker-scope process). onChange sees each state change.
 func NewLookupBreaker(s BreakerSettings, onChange func(name string, from, to gobreaker.State)) *breaker.Breaker {
-	return breaker.New(LookupSettings(s), nil, changeFunc(onChange), nil)
+	return breaker.New(LookupRules(s), nil, changeFunc(onChange), nil)
 }
 
 type changeFunc func(name string, from, to gobreaker.State)
@@ -43,13 +43,17 @@ func (f changeFunc) BreakerState(name string, from, to gobreaker.State) { f(name
 func (changeFunc) StoreCall(string, string, time.Duration, error)       {}
 func (changeFunc) Fallback(string, bool)                                {}
 
-// settings are the rules both breakers count by.
-func (s BreakerSettings) settings(name string) gobreaker.Settings {
+// rules are what both breakers count by. A fleet breaker's calls are risky
+// (run one at a time under the shared lease) once one more failure would
+// bring the window's failure share to the trip rate, whatever the count:
+// from the first failure of a dead gateway on, so the fleet sends it no more
+// than --breaker-min-calls lookups, not that many per worker.
+func (s BreakerSettings) rules(name string) breaker.Rules {
 	bucket := time.Second
 	if s.Window < 10*bucket {
 		bucket = s.Window / 10
 	}
-	return gobreaker.Settings{
+	return breaker.Rules{Settings: gobreaker.Settings{
 		Name:         name,
 		MaxRequests:  s.HalfOpenCalls,
 		Interval:     s.Window,
@@ -59,12 +63,15 @@ func (s BreakerSettings) settings(name string) gobreaker.Settings {
 			counted := c.TotalSuccesses + c.TotalFailures
 			return counted >= s.MinCalls && float64(c.TotalFailures) >= s.FailureRate*float64(counted)
 		},
-	}
+	}, Risky: func(c gobreaker.Counts) bool {
+		counted := c.TotalSuccesses + c.TotalFailures + 1
+		return float64(c.TotalFailures+1) >= s.FailureRate*float64(counted)
+	}}
 }
 
-// LookupSettings are the lookup breaker's gobreaker settings.
-func LookupSettings(s BreakerSettings) gobreaker.Settings {
-	st := s.settings(LookupBreakerName)
+// LookupRules are the lookup breaker's rules.
+func LookupRules(s BreakerSettings) breaker.Rules {
+	st := s.rules(LookupBreakerName)
 	// A 4xx is the gateway answering, healthy and definite; a cancelled
 	// context and a request the client refused to build are our own
 	// doing. None says anything about its health.
@@ -75,13 +82,13 @@ func LookupSettings(s BreakerSettings) gobreaker.Settings {
 	return st
 }
 
-// CreateSettings are the create (request) breaker's gobreaker settings: a
+// CreateRules are the create (request) breaker's rules: a
 // create counts against the gateway only when it could not connect or the
 // gateway answered 5xx. Anything else — an acceptance, a refusal, a read
 // timeout, a create the store did not let out (errNotSent) — is the
 // gateway working or says nothing of it, and is not counted.
-func CreateSettings(s BreakerSettings) gobreaker.Settings {
-	st := s.settings(CreateBreakerName)
+func CreateRules(s BreakerSettings) breaker.Rules {
+	st := s.rules(CreateBreakerName)
 	st.IsExcluded = func(err error) bool { return err != nil && !createFailure(err) }
 	return st
 }

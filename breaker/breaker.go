@@ -106,10 +106,22 @@ func RetryDelay(err error) (time.Duration, bool) {
 	return open.RetryAfter + rand.N(spread), true
 }
 
+// Rules are how a breaker counts: gobreaker's settings (their
+// OnStateChange is ignored: the Observer sees the state as this worker sees
+// it), and Risky, which says a fleet breaker's counts are unhealthy enough
+// that the next call must be counted before another goes out: it then runs
+// under the shared lease, so the fleet sends no more failing calls than one
+// breaker would. Risky nil is "one more failure would trip it".
+type Rules struct {
+	gobreaker.Settings
+	Risky func(gobreaker.Counts) bool
+}
+
 // Breaker is a gateway circuit breaker. Build it with New.
 type Breaker struct {
 	name     string
 	settings gobreaker.Settings
+	risky    func(gobreaker.Counts) bool
 	shared   *Shared
 	obs      Observer
 	log      *slog.Logger
@@ -131,12 +143,11 @@ type instance struct {
 	handle Handle
 }
 
-// New builds a breaker from gobreaker settings (their OnStateChange is
-// ignored: obs sees the state as this worker sees it). shared nil is the
-// process scope. A fleet breaker starts a watcher; Close stops it.
-func New(settings gobreaker.Settings, shared *Shared, obs Observer, log *slog.Logger) *Breaker {
-	b := &Breaker{name: settings.Name, settings: settings, shared: shared, obs: obs, log: log, stop: make(chan struct{})}
-	local := settings
+// New builds a breaker. shared nil is the process scope. A fleet breaker
+// starts a watcher; Close stops it.
+func New(rules Rules, shared *Shared, obs Observer, log *slog.Logger) *Breaker {
+	b := &Breaker{name: rules.Name, settings: rules.Settings, risky: rules.Risky, shared: shared, obs: obs, log: log, stop: make(chan struct{})}
+	local := rules.Settings
 	local.OnStateChange = func(_ string, _, to gobreaker.State) {
 		b.mu.Lock()
 		defer b.mu.Unlock()
@@ -271,9 +282,12 @@ func (b *Breaker) refusal(err error) error {
 	return &OpenError{Name: b.name, State: gobreaker.StateOpen, RetryAfter: max(time.Until(until), 0)}
 }
 
-// nearTrip: one more failure would trip the breaker, so the next call must
-// be counted before another is let through.
+// nearTrip: the counts are risky (Rules.Risky), by default one more
+// failure would trip the breaker.
 func (b *Breaker) nearTrip(c gobreaker.Counts) bool {
+	if b.risky != nil {
+		return b.risky(c)
+	}
 	if b.settings.ReadyToTrip == nil {
 		return c.ConsecutiveFailures+1 > 5 // gobreaker's default rule
 	}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/payguard/payguard/breaker"
 )
 
 // The fleet's breaker state (migration 003): gobreaker v2's SharedDataStore
@@ -168,6 +170,18 @@ func (h *BreakerHandle) StateKey() string { return h.state }
 
 // Written is the state the handle last wrote.
 func (h *BreakerHandle) Written() []byte { return h.written }
+
+// SharedBreakers is the fleet's breaker store for breaker.New: handles
+// whose leases last lease, lock-free reads, and ErrLeaseHeld as contention.
+func (s *Store) SharedBreakers(lease time.Duration) *breaker.Shared {
+	return &breaker.Shared{
+		NewHandle: func(observe func(string, time.Duration, error)) breaker.Handle {
+			return s.BreakerHandle(lease, observe)
+		},
+		Read:       s.ReadBreakerState,
+		Contention: func(err error) bool { return errors.Is(err, ErrLeaseHeld) },
+	}
+}
 
 // ReadBreakerState reads a breaker's shared state without any lease: for
 // the worker's cached view, never for an update. No state is nil, nil.

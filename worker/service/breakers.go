@@ -1,7 +1,6 @@
 package service
 
 import (
-	"errors"
 	"log/slog"
 	"time"
 
@@ -22,17 +21,10 @@ func newBreakers(cfg Config, st *store.Store, m *Metrics, logger *slog.Logger) (
 	obs := newBreakerMetrics(m)
 	var shared *breaker.Shared
 	if cfg.breakerScope() == breaker.ScopeFleet {
-		lease := cfg.ConnectTimeout + cfg.ReadTimeout + time.Second
-		shared = &breaker.Shared{
-			NewHandle: func(observe func(string, time.Duration, error)) breaker.Handle {
-				return st.BreakerHandle(lease, observe)
-			},
-			Read:       st.ReadBreakerState,
-			Contention: func(err error) bool { return errors.Is(err, store.ErrLeaseHeld) },
-		}
+		shared = st.SharedBreakers(cfg.ConnectTimeout + cfg.ReadTimeout + time.Second)
 	}
-	lookups = breaker.New(activities.LookupSettings(cfg.Breaker), shared, obs, logger)
-	creates = breaker.New(activities.CreateSettings(cfg.Breaker), shared, obs, logger)
+	lookups = breaker.New(activities.LookupRules(cfg.Breaker), shared, obs, logger)
+	creates = breaker.New(activities.CreateRules(cfg.Breaker), shared, obs, logger)
 	return lookups, creates
 }
 
