@@ -12,9 +12,12 @@
 // nothing; one that finds a create sent and unanswered reports the outcome
 // unknown.
 //
-// Status lookups go through a circuit breaker held by the worker process. An
-// open breaker is LookupUnavailable — "we cannot look right now" — which the
-// workflow treats as no news, never as a failed payment.
+// Status lookups go through the lookup breaker and creates through the
+// request breaker (package breaker: the fleet's, or the process's own). An
+// open lookup breaker is LookupUnavailable — "we cannot look right now" —
+// which the workflow treats as no news, never as a failed payment; an open
+// request breaker is RequestBreakerOpen, a create never attempted, retried
+// when the breaker may let one through.
 package activities
 
 import (
