@@ -13,6 +13,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -46,6 +48,9 @@ type Options struct {
 	Out      string
 	Bin      string
 	Exit     bool
+	// Workers is how many worker processes share the fleet breaker; the
+	// first listens on the default address, the others on the ports after.
+	Workers int
 }
 
 // Run is the demo's main: start the stack, run the outage, report, then keep
@@ -61,12 +66,22 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	fs.DurationVar(&o.Deadline, "deadline", time.Minute, "each order's deadline (orders whose outcome stays unknown wait for it)")
 	fs.StringVar(&o.Out, "out", "demo-out", "where the logs, report and picture go")
 	fs.StringVar(&o.Bin, "bin", "bin", "where temporal, pgsim and worker binaries are")
+	fs.IntVar(&o.Workers, "workers", 1, "worker processes, sharing the lookup and create breakers through PostgreSQL (1-9)")
 	fs.BoolVar(&o.Exit, "exit", getenv("DEMO_EXIT") == "1", "exit when done instead of keeping the stack up (env DEMO_EXIT=1)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
 		return err
+	}
+	if o.Workers < 1 || o.Workers > 9 {
+		return fmt.Errorf("--workers must be 1 to 9, got %d", o.Workers)
+	}
+	workerAddrs := []string{workerAddr}
+	for i := 1; i < o.Workers; i++ {
+		host, port, _ := net.SplitHostPort(workerAddr)
+		p, _ := strconv.Atoi(port)
+		workerAddrs = append(workerAddrs, net.JoinHostPort(host, strconv.Itoa(p+i)))
 	}
 	say := func(format string, a ...any) { fmt.Fprintf(stdout, format+"\n", a...) }
 	if loadgen.IsTerminal(stdout) {
@@ -76,7 +91,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return err
 	}
-	for _, addr := range []string{temporalAddr, uiAddr, gatewayAddr, adminAddr, workerAddr} {
+	for _, addr := range append([]string{temporalAddr, uiAddr, gatewayAddr, adminAddr}, workerAddrs...) {
 		if l, err := net.Listen("tcp", addr); err != nil {
 			return fmt.Errorf("port %s is taken (another payguard stack or dev server running?): stop it first", addr)
 		} else {
@@ -106,18 +121,27 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	defer cl.Close()
 
-	say("Starting pgsim (gateway %s, admin %s) and the worker (%s)...", gatewayAddr, adminAddr, workerAddr)
+	say("Starting pgsim (gateway %s, admin %s) and %d worker(s) (%s)...", gatewayAddr, adminAddr, o.Workers, strings.Join(workerAddrs, ", "))
 	if err := procs.start("pgsim", filepath.Join(o.Bin, "pgsim"), "--seed", "1"); err != nil {
 		return err
 	}
 	if err := waitHTTP(ctx, "http://"+adminAddr+"/admin/faults", 30*time.Second); err != nil {
 		return fmt.Errorf("pgsim did not come up (see %s): %w", procs.logPath("pgsim"), err)
 	}
-	if err := procs.start("worker", filepath.Join(o.Bin, "worker")); err != nil {
-		return err
-	}
-	if err := waitHTTP(ctx, "http://"+workerAddr+"/healthz", 60*time.Second); err != nil {
-		return fmt.Errorf("worker did not come up (see %s): %w", procs.logPath("worker"), err)
+	var fleetMetrics []string
+	for i, addr := range workerAddrs {
+		name, args := "worker", []string(nil)
+		if i > 0 {
+			name = fmt.Sprintf("worker-%d", i+1)
+			args = []string{"--http-addr", addr, "--callback-url", "http://" + addr + "/callbacks/gateway"}
+			fleetMetrics = append(fleetMetrics, "http://"+addr+"/metrics")
+		}
+		if err := procs.start(name, filepath.Join(o.Bin, "worker"), args...); err != nil {
+			return err
+		}
+		if err := waitHTTP(ctx, "http://"+addr+"/healthz", 60*time.Second); err != nil {
+			return fmt.Errorf("%s did not come up (see %s): %w", name, procs.logPath(name), err)
+		}
 	}
 
 	products := []string{"P1", "P2", "P3"}
@@ -139,7 +163,8 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		Load: loadgen.Config{Rate: o.Rate, Duration: o.Duration, Products: products, TaskQueue: config.DefaultTaskQueue,
 			Order:       loadgen.Order{Qty: 1, Amount: 12_000, User: "demo-user", CardType: "SAMSUNG", CardNo: "1234-5678-9814-1451", Deadline: o.Deadline},
 			WaitTimeout: o.Deadline + time.Minute},
-		DownAt: o.DownAt, UpAt: o.UpAt, AdminURL: "http://" + adminAddr, MetricsURL: "http://" + workerAddr + "/metrics", Say: say,
+		DownAt: o.DownAt, UpAt: o.UpAt, AdminURL: "http://" + adminAddr, MetricsURL: "http://" + workerAddr + "/metrics",
+		FleetMetricsURLs: fleetMetrics, Say: say,
 	}
 	sum, events, stats, err := scenario.Run(ctx, cl, stdout)
 	if err != nil {
