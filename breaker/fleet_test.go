@@ -251,3 +251,40 @@ func TestCrashedLeaseHolderStallsNobodyBeyondTheLease(t *testing.T) {
 	assert.Less(t, took, 2*time.Second+2*time.Second, "the others waited out the dead holder's lease, no longer")
 	assert.EqualValues(t, 2, first.Counts().TotalFailures, "both outcomes reached the shared state")
 }
+
+type fallbacks struct {
+	seen
+	on atomic.Int32
+}
+
+func (f *fallbacks) Fallback(_ string, on bool) {
+	if on {
+		f.on.Add(1)
+	}
+}
+
+// A shared store that fails leaves an open breaker open until its expiry
+// (never "closed"), then this worker decides with its own process breaker.
+func TestSharedStoreOutageFallsBackToTheProcessBreaker(t *testing.T) {
+	url := testenv.NewDatabase(t)
+	st := openStore(t, url)
+	require.NoError(t, st.Migrate(context.Background()))
+	view := &fallbacks{}
+	b := breaker.New(activities.LookupRules(settings), st.SharedBreakers(2*time.Second), view, testenv.Logger(t))
+	t.Cleanup(b.Close)
+	for range settings.MinCalls {
+		require.ErrorIs(t, b.Do(func() error { return gateway.ErrUnreachable }), gateway.ErrUnreachable)
+	}
+	require.Equal(t, gobreaker.StateOpen, b.State())
+
+	st.Close() // the shared store is gone
+	called := false
+	err := b.Do(func() error { called = true; return nil })
+	var open *breaker.OpenError
+	require.ErrorAs(t, err, &open, "still open: the state seen stays until its expiry")
+	assert.False(t, called)
+	assert.Greater(t, open.RetryAfter, time.Duration(0))
+
+	testenv.Eventually(t, 10*time.Second, func() bool { return view.on.Load() > 0 }, "the worker falls back to its own breaker")
+	testenv.Eventually(t, 10*time.Second, func() bool { return b.Do(func() error { return nil }) == nil }, "the process breaker lets calls through once the open state expired")
+}
