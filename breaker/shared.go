@@ -18,8 +18,9 @@ type errShared struct{ err error }
 func (e errShared) Error() string { return "shared breaker store: " + e.err.Error() }
 func (e errShared) Unwrap() error { return e.err }
 
-// newInstance builds one DistributedCircuitBreaker (b.mu held; it reads and
-// may write the shared state).
+// newInstance builds one DistributedCircuitBreaker. It takes the lease, so
+// it must run without b.mu: a holder finishing its call needs b.mu to
+// record what it saw, and would otherwise be waited out to its lease's end.
 func (b *Breaker) newInstance() (*instance, error) {
 	h := b.shared.NewHandle(func(op string, took time.Duration, err error) {
 		if b.obs != nil {
@@ -32,18 +33,21 @@ func (b *Breaker) newInstance() (*instance, error) {
 	if err != nil {
 		return nil, err
 	}
+	b.mu.Lock()
 	b.stateKey = h.StateKey()
+	b.mu.Unlock()
 	return &instance{dcb: dcb, handle: h}, nil
 }
 
 func (b *Breaker) checkout() (*instance, error) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	if n := len(b.free); n > 0 {
 		in := b.free[n-1]
 		b.free = b.free[:n-1]
+		b.mu.Unlock()
 		return in, nil
 	}
+	b.mu.Unlock()
 	return b.newInstance()
 }
 
