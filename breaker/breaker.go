@@ -130,6 +130,7 @@ type Breaker struct {
 	mu        sync.Mutex
 	seen      gobreaker.State  // as this worker last saw it
 	counts    gobreaker.Counts // the shared counts last seen
+	gen       uint64           // the shared state's generation last seen
 	openUntil time.Time        // refuse without asking anyone until then
 	degraded  bool             // the shared store failed: the local breaker decides
 	stateKey  string
@@ -324,9 +325,16 @@ func (b *Breaker) see(state gobreaker.State, openUntil time.Time, counts gobreak
 	}
 }
 
+// seeShared takes a shared state as seen, unless it is older than one
+// already seen (a read that began before a write this worker saw ended
+// after it): every state change starts a new generation, fleet-wide.
 func (b *Breaker) seeShared(st gobreaker.SharedState) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if st.Generation < b.gen {
+		return
+	}
+	b.gen = st.Generation
 	b.see(effective(st, time.Now()), st.Expiry, st.Counts)
 }
 

@@ -179,17 +179,18 @@ func ScrapeLookupLatency(ctx context.Context, metricsURL string) (map[string]Lat
 	return out, nil
 }
 
-// timed: the article times the lookup breaker; in a fleet, as the first
-// worker saw it (every worker's changes are listed all the same).
-func timed(c loadgen.BreakerChange) bool {
-	return c.Breaker == activities.LookupBreakerName && c.Worker == ""
-}
+// timed: the outage and recovery are timed by the first worker's breakers
+// (in a fleet every worker's changes are listed all the same): the lookup
+// breaker, as in the article, or the request breaker, which trips first
+// when no create gets through.
+func timed(c loadgen.BreakerChange) bool { return c.Worker == "" }
 
-// lookupChanges are the changes the timeline's band draws.
+// lookupChanges are the changes the timeline's band draws: the first
+// worker's lookup breaker.
 func (r Report) lookupChanges() []loadgen.BreakerChange {
 	var out []loadgen.BreakerChange
 	for _, c := range r.Breaker {
-		if timed(c) {
+		if timed(c) && c.Breaker == activities.LookupBreakerName {
 			out = append(out, c)
 		}
 	}
