@@ -89,7 +89,7 @@ build:
 
 # The main job: the outage demo on a real local stack (DEMO_EXIT=1 to exit when done).
 demo: $(TEMPORAL) postgres build
-	$(BIN)/demo
+	$(BIN)/demo $(DEMO_ARGS)
 
 # Chaos: SEEDS runs from SEED on, each with its own stack; exit 1 if any
 # run found a violation (chaos-out/report.json, or chaos-out/seed-N/ for a soak).

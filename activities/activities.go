@@ -8,10 +8,10 @@ import (
 	"slices"
 	"time"
 
-	"github.com/sony/gobreaker/v2"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/payguard/payguard/breaker"
 	"github.com/payguard/payguard/gateway"
 	"github.com/payguard/payguard/status"
 	"github.com/payguard/payguard/store"
@@ -47,19 +47,22 @@ type Config struct {
 	// every create, for gateways that honour it; retries then widen to
 	// unknown outcomes.
 	IdempotencyKeys bool
+	// Creates is the request breaker every create goes through; nil is
+	// none (tests of the create rules alone).
+	Creates *breaker.Breaker
 }
 
 // Activities are the payment activities. Build them with New.
 type Activities struct {
 	store   *store.Store
 	gateway *gateway.Client
-	lookups *gobreaker.CircuitBreaker[LookupResult]
+	lookups *breaker.Breaker
 	cfg     Config
 	observe Observer
 }
 
 // New builds the activities. observer may be nil.
-func New(s *store.Store, g *gateway.Client, lookups *gobreaker.CircuitBreaker[LookupResult], cfg Config, observer Observer) *Activities {
+func New(s *store.Store, g *gateway.Client, lookups *breaker.Breaker, cfg Config, observer Observer) *Activities {
 	if observer == nil {
 		observer = nopObserver{}
 	}
@@ -118,10 +121,43 @@ func (a *Activities) RequestPayment(ctx context.Context, in RequestInput) (Reque
 	if err := a.gateway.CheckCreate(in.OrderID, in.UserID, key); err != nil {
 		return RequestResult{}, nonRetryable(ErrInvalidOrder, err)
 	}
-	begun, err := a.store.BeginAttempt(ctx, store.AttemptRequest{OrderID: in.OrderID, IdempotencyKey: key,
-		CallbackURL: a.cfg.CallbackURL, Grant: in.Grant, Limit: in.Limit})
-	if err != nil {
-		return RequestResult{}, storeError(err)
+	// The request breaker is asked first: a create it refuses is never
+	// recorded, so it neither counts against the order's creates nor
+	// touches an earlier UNKNOWN (store.BeginAttempt decides all that, and
+	// only for a create that may go out now).
+	var (
+		begun    store.Begun
+		beginErr error
+		created  gateway.Created
+		sendErr  error
+		took     time.Duration
+	)
+	send := func() error {
+		begun, beginErr = a.store.BeginAttempt(ctx, store.AttemptRequest{OrderID: in.OrderID, IdempotencyKey: key,
+			CallbackURL: a.cfg.CallbackURL, Grant: in.Grant, Limit: in.Limit})
+		if beginErr != nil || !begun.Send {
+			return errNotSent
+		}
+		start := time.Now()
+		created, sendErr = a.gateway.CreatePayment(ctx, gateway.CreateRequest{OrderID: in.OrderID, Amount: in.Amount,
+			CardType: in.CardType, CardNo: in.CardNo, CallbackURL: begun.CallbackURL}, in.UserID, key)
+		took = time.Since(start)
+		return sendErr
+	}
+	var err error
+	if a.cfg.Creates != nil {
+		err = a.cfg.Creates.Do(send)
+	} else {
+		err = send()
+	}
+	if delay, refused := breaker.RetryDelay(err); refused {
+		a.observe.GatewayCall("create", OutcomeBreakerOpen, 0)
+		return RequestResult{}, temporal.NewApplicationErrorWithOptions("create not sent: "+err.Error(), ErrRequestBreakerOpen,
+			temporal.ApplicationErrorOptions{Cause: err, NextRetryDelay: delay, Category: temporal.ApplicationErrorCategoryBenign,
+				Details: []any{RequestFailure{Attempt: int(activity.GetInfo(ctx).Attempt), Message: err.Error()}}})
+	}
+	if beginErr != nil {
+		return RequestResult{}, storeError(beginErr)
 	}
 	if !begun.Send {
 		activity.GetLogger(ctx).Warn("not sending: the order's latest create has an answer that stands",
@@ -129,12 +165,10 @@ func (a *Activities) RequestPayment(ctx context.Context, in RequestInput) (Reque
 		return a.report(ctx, in, begun.Attempt, begun.Count, begun.Unresolved, false)
 	}
 
-	start := time.Now()
-	created, err := a.gateway.CreatePayment(ctx, gateway.CreateRequest{OrderID: in.OrderID, Amount: in.Amount,
-		CardType: in.CardType, CardNo: in.CardNo, CallbackURL: begun.CallbackURL}, in.UserID, key)
+	err = sendErr
 	answer := classifyCreate(err)
 	answer.OrderID, answer.No, answer.TransactionKey = in.OrderID, begun.Attempt.No, created.TransactionKey
-	a.observe.GatewayCall("create", observedAs[answer.Outcome], time.Since(start))
+	a.observe.GatewayCall("create", observedAs[answer.Outcome], took)
 	if err := a.record(ctx, answer); err != nil {
 		return RequestResult{}, storeError(err)
 	}
@@ -144,6 +178,10 @@ func (a *Activities) RequestPayment(ctx context.Context, in RequestInput) (Reque
 		(answer.Outcome == store.OutcomeUnknown || (begun.Unresolved && answer.Outcome == store.OutcomeUnreachable))
 	return a.report(ctx, in, attempt, begun.Count, begun.Unresolved, keyedRetry)
 }
+
+// errNotSent is a create the store did not let out: nothing for the
+// request breaker to count.
+var errNotSent = errors.New("create not sent")
 
 // reasonKeyReused marks a 422: the key was used with another body. Sending
 // the same body again cannot change the gateway's mind.
@@ -246,20 +284,26 @@ func (a *Activities) LookupPayment(ctx context.Context, in LookupInput) (LookupR
 		endpoint = "lookup-by-order"
 	}
 	start := time.Now()
-	res, err := a.lookups.Execute(func() (LookupResult, error) {
+	var res LookupResult
+	err := a.lookups.Do(func() error {
 		if in.TransactionKey != "" {
 			tx, err := a.gateway.Payment(ctx, in.TransactionKey)
-			return LookupResult{Transactions: []gateway.Transaction{tx}}, err
+			res = LookupResult{Transactions: []gateway.Transaction{tx}}
+			return err
 		}
 		txs, err := a.gateway.PaymentsByOrder(ctx, in.OrderID)
-		return LookupResult{Transactions: txs.Transactions}, err
+		res = LookupResult{Transactions: txs.Transactions}
+		return err
 	})
 	took := time.Since(start)
+	var open *breaker.OpenError
 	switch {
-	case errors.Is(err, gobreaker.ErrOpenState), errors.Is(err, gobreaker.ErrTooManyRequests):
+	case errors.As(err, &open):
 		a.observe.GatewayCall(endpoint, OutcomeBreakerOpen, took)
+		delay, _ := breaker.RetryDelay(err)
 		return LookupResult{}, temporal.NewApplicationErrorWithOptions("lookup unavailable: "+err.Error(), ErrLookupUnavailable,
-			temporal.ApplicationErrorOptions{NonRetryable: true, Category: temporal.ApplicationErrorCategoryBenign})
+			temporal.ApplicationErrorOptions{NonRetryable: true, Category: temporal.ApplicationErrorCategoryBenign,
+				Details: []any{Unavailable{RetryAfter: delay}}})
 	case err == nil:
 		a.observe.GatewayCall(endpoint, OutcomeOK, took)
 		return res, nil

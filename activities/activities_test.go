@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/payguard/payguard/activities"
+	"github.com/payguard/payguard/breaker"
 	"github.com/payguard/payguard/gateway"
 	"github.com/payguard/payguard/internal/testenv"
 	"github.com/payguard/payguard/pgsim/simulator"
@@ -27,7 +28,8 @@ type rig struct {
 	store   *store.Store
 	sim     *simulator.Server
 	acts    *activities.Activities
-	breaker *gobreaker.CircuitBreaker[activities.LookupResult]
+	client  *gateway.Client
+	breaker *breaker.Breaker
 	env     *testsuite.TestActivityEnvironment
 
 	mu      sync.Mutex
@@ -55,6 +57,7 @@ func newRig(t *testing.T, faults simulator.Faults, breaker activities.BreakerSet
 	client, err := gateway.New(gateway.Config{BaseURL: r.sim.GatewayURL(), ConnectTimeout: 300 * time.Millisecond, ReadTimeout: 300 * time.Millisecond})
 	require.NoError(t, err)
 	t.Cleanup(client.Close)
+	r.client = client
 	r.breaker = activities.NewLookupBreaker(breaker, func(_ string, from, to gobreaker.State) {
 		r.mu.Lock()
 		defer r.mu.Unlock()

@@ -12,9 +12,12 @@
 // nothing; one that finds a create sent and unanswered reports the outcome
 // unknown.
 //
-// Status lookups go through a circuit breaker held by the worker process. An
-// open breaker is LookupUnavailable — "we cannot look right now" — which the
-// workflow treats as no news, never as a failed payment.
+// Status lookups go through the lookup breaker and creates through the
+// request breaker (package breaker: the fleet's, or the process's own). An
+// open lookup breaker is LookupUnavailable — "we cannot look right now" —
+// which the workflow treats as no news, never as a failed payment; an open
+// request breaker is RequestBreakerOpen, a create never attempted, retried
+// when the breaker may let one through.
 package activities
 
 import (
@@ -35,11 +38,15 @@ const (
 	ErrGatewayUnknownKeyed = "GatewayOutcomeUnknownKeyed"
 	ErrGatewayRejected     = "GatewayRejected"   // not retryable: a definitive 4xx
 	ErrLookupUnavailable   = "LookupUnavailable" // benign: the lookup breaker is open
-	ErrLookupFailed        = "LookupFailed"      // retryable: a lookup got no definitive answer
-	ErrOutOfStock          = "OutOfStock"
-	ErrUnknownProduct      = "UnknownProduct"
-	ErrInvalidOrder        = "InvalidOrder"
-	ErrIllegalTransition   = "IllegalTransition"
+	// ErrRequestBreakerOpen is a create our own open request breaker did
+	// not send: retryable (it never reached the gateway), with
+	// NextRetryDelay set to when the breaker may let one through.
+	ErrRequestBreakerOpen = "RequestBreakerOpen"
+	ErrLookupFailed       = "LookupFailed" // retryable: a lookup got no definitive answer
+	ErrOutOfStock         = "OutOfStock"
+	ErrUnknownProduct     = "UnknownProduct"
+	ErrInvalidOrder       = "InvalidOrder"
+	ErrIllegalTransition  = "IllegalTransition"
 )
 
 // Event kinds a workflow records (EventInput.Kind) and reservation actions it
@@ -109,6 +116,12 @@ type LookupInput struct {
 // LookupResult lists the order's transactions at the gateway.
 type LookupResult struct {
 	Transactions []gateway.Transaction `json:"transactions"`
+}
+
+// Unavailable is the detail of a LookupUnavailable error: when the breaker
+// may let a lookup through (jitter included), the workflow's next poll.
+type Unavailable struct {
+	RetryAfter time.Duration `json:"retryAfter"`
 }
 
 // CancelInput cancels an order's transactions at the gateway.

@@ -7,10 +7,11 @@ import (
 
 	"github.com/sony/gobreaker/v2"
 
+	"github.com/payguard/payguard/breaker"
 	"github.com/payguard/payguard/gateway"
 )
 
-// BreakerSettings configure the lookup breaker (docs/design.md §6 flags).
+// BreakerSettings configure the lookup and create breakers (docs/design.md §6 flags).
 type BreakerSettings struct {
 	Window        time.Duration // the rolling window calls are counted in
 	MinCalls      uint32        // no trip below this many counted calls in the window
@@ -24,18 +25,36 @@ func DefaultBreakerSettings() BreakerSettings {
 	return BreakerSettings{Window: 10 * time.Second, MinCalls: 5, FailureRate: 0.5, OpenFor: 10 * time.Second, HalfOpenCalls: 3}
 }
 
-// LookupBreakerName names the lookup breaker in logs and metrics.
-const LookupBreakerName = "gateway-lookup"
+// Breaker names in logs and metrics.
+const (
+	LookupBreakerName = "gateway-lookup"
+	CreateBreakerName = "gateway-create"
+)
 
-// NewLookupBreaker builds the breaker every lookup of this worker process
-// goes through. onChange sees each state change (logs, metrics).
-func NewLookupBreaker(s BreakerSettings, onChange func(name string, from, to gobreaker.State)) *gobreaker.CircuitBreaker[LookupResult] {
+// NewLookupBreaker builds a process-scope lookup breaker (tests, and
+// --breaker-scope process). onChange sees each state change.
+func NewLookupBreaker(s BreakerSettings, onChange func(name string, from, to gobreaker.State)) *breaker.Breaker {
+	return breaker.New(LookupRules(s), nil, changeFunc(onChange), nil)
+}
+
+type changeFunc func(name string, from, to gobreaker.State)
+
+func (f changeFunc) BreakerState(name string, from, to gobreaker.State) { f(name, from, to) }
+func (changeFunc) StoreCall(string, string, time.Duration, error)       {}
+func (changeFunc) Fallback(string, bool)                                {}
+
+// rules are what both breakers count by. A fleet breaker's calls are risky
+// (run one at a time under the shared lease) once one more failure would
+// bring the window's failure share to the trip rate, whatever the count:
+// from the first failure of a dead gateway on, so the fleet sends it no more
+// than --breaker-min-calls lookups, not that many per worker.
+func (s BreakerSettings) rules(name string) breaker.Rules {
 	bucket := time.Second
 	if s.Window < 10*bucket {
 		bucket = s.Window / 10
 	}
-	return gobreaker.NewCircuitBreaker[LookupResult](gobreaker.Settings{
-		Name:         LookupBreakerName,
+	return breaker.Rules{Settings: gobreaker.Settings{
+		Name:         name,
 		MaxRequests:  s.HalfOpenCalls,
 		Interval:     s.Window,
 		BucketPeriod: bucket,
@@ -44,13 +63,37 @@ func NewLookupBreaker(s BreakerSettings, onChange func(name string, from, to gob
 			counted := c.TotalSuccesses + c.TotalFailures
 			return counted >= s.MinCalls && float64(c.TotalFailures) >= s.FailureRate*float64(counted)
 		},
-		OnStateChange: onChange,
-		// A 4xx is the gateway answering, healthy and definite; a cancelled
-		// context and a request the client refused to build are our own
-		// doing. None says anything about its health.
-		IsExcluded: func(err error) bool {
-			return errors.Is(err, gateway.ErrRejected) || errors.Is(err, context.Canceled) ||
-				errors.Is(err, gateway.ErrInvalidRequest)
-		},
-	})
+	}, Risky: func(c gobreaker.Counts) bool {
+		counted := c.TotalSuccesses + c.TotalFailures + 1
+		return float64(c.TotalFailures+1) >= s.FailureRate*float64(counted)
+	}}
+}
+
+// LookupRules are the lookup breaker's rules.
+func LookupRules(s BreakerSettings) breaker.Rules {
+	st := s.rules(LookupBreakerName)
+	// A 4xx is the gateway answering, healthy and definite; a cancelled
+	// context and a request the client refused to build are our own
+	// doing. None says anything about its health.
+	st.IsExcluded = func(err error) bool {
+		return errors.Is(err, gateway.ErrRejected) || errors.Is(err, context.Canceled) ||
+			errors.Is(err, gateway.ErrInvalidRequest)
+	}
+	return st
+}
+
+// CreateRules are the create (request) breaker's rules: a
+// create counts against the gateway only when it could not connect or the
+// gateway answered 5xx. Anything else — an acceptance, a refusal, a read
+// timeout, a create the store did not let out (errNotSent) — is the
+// gateway working or says nothing of it, and is not counted.
+func CreateRules(s BreakerSettings) breaker.Rules {
+	st := s.rules(CreateBreakerName)
+	st.IsExcluded = func(err error) bool { return err != nil && !createFailure(err) }
+	return st
+}
+
+func createFailure(err error) bool {
+	var gerr *gateway.Error
+	return errors.Is(err, gateway.ErrUnreachable) || (errors.As(err, &gerr) && gerr.StatusCode >= 500)
 }

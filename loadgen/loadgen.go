@@ -32,12 +32,24 @@ type Config struct {
 	Order       Order         // quantity, amount, card, deadline of each order
 	WaitTimeout time.Duration // how long to wait for final statuses after the last launch
 	MetricsURL  string        // the worker's /metrics, watched for breaker changes ("" to skip)
-	TaskQueue   string
-	IDPrefix    string
+	// FleetMetricsURLs are the other workers' /metrics (several workers
+	// sharing the fleet breaker): their breaker changes are listed too,
+	// with BreakerChange.Worker naming the worker (worker-2, ...).
+	FleetMetricsURLs []string
+	TaskQueue        string
+	IDPrefix         string
 	// OnBreakerChange, when set, hears each breaker change as it is seen.
 	OnBreakerChange func(BreakerChange)
 	// BeganAt, when set, is time zero of the run's offsets.
 	BeganAt time.Time
+}
+
+// Where names the breaker and, in a fleet, the worker that saw the change.
+func (c BreakerChange) Where() string {
+	if c.Worker == "" {
+		return c.Breaker
+	}
+	return c.Breaker + " @ " + c.Worker
 }
 
 // Percentiles are latency figures in milliseconds.
@@ -59,6 +71,9 @@ type BreakerChange struct {
 	Breaker string    `json:"breaker"`
 	From    string    `json:"from"`
 	To      string    `json:"to"`
+	// Worker is the worker that saw it: "" for the one at MetricsURL,
+	// worker-N for FleetMetricsURLs[N-2].
+	Worker string `json:"worker,omitempty"`
 }
 
 // OrderSample is one order of the run.
@@ -137,8 +152,16 @@ func Run(ctx context.Context, cl client.Client, cfg Config, progress io.Writer) 
 	var wg sync.WaitGroup
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	breaker := &breakerWatch{url: cfg.MetricsURL, began: began, state: gobreaker.StateClosed.String(), notify: cfg.OnBreakerChange}
-	watchDone := make(chan struct{})
-	go func() { defer close(watchDone); breaker.run(watchCtx) }()
+	watches := []*breakerWatch{breaker}
+	for i, url := range cfg.FleetMetricsURLs {
+		watches = append(watches, &breakerWatch{url: url, began: began, state: gobreaker.StateClosed.String(),
+			notify: cfg.OnBreakerChange, worker: fmt.Sprintf("worker-%d", i+2)})
+	}
+	var watchers sync.WaitGroup
+	for _, w := range watches {
+		watchers.Add(1)
+		go func() { defer watchers.Done(); w.run(watchCtx) }()
+	}
 
 	waitCtx, cancelWait := context.WithTimeout(ctx, cfg.Duration+cfg.WaitTimeout)
 	defer cancelWait()
@@ -215,8 +238,11 @@ launch:
 	wg.Wait()
 	stopProgress()
 	stopWatch()
-	<-watchDone
-	s.BreakerChanges = breaker.changes()
+	watchers.Wait()
+	for _, w := range watches {
+		s.BreakerChanges = append(s.BreakerChanges, w.changes()...)
+	}
+	sort.SliceStable(s.BreakerChanges, func(i, j int) bool { return s.BreakerChanges[i].At.Before(s.BreakerChanges[j].At) })
 	var starts, finals []float64
 	for _, o := range s.Orders {
 		if o.StartError == "" {

@@ -55,7 +55,7 @@ func (s Summary) Table() string {
 		fmt.Fprintf(w, "  breaker_changes\tnone seen\n")
 	}
 	for _, c := range s.BreakerChanges {
-		fmt.Fprintf(w, "  breaker_change\tT+%.1fs\t%s -> %s\t(%s)\n", c.Offset, c.From, c.To, c.Breaker)
+		fmt.Fprintf(w, "  breaker_change\tT+%.1fs\t%s -> %s\t(%s)\n", c.Offset, c.From, c.To, c.Where())
 	}
 	w.Flush()
 	return b.String()

@@ -21,6 +21,7 @@ type breakerWatch struct {
 	seen   map[string]float64
 	list   []BreakerChange
 	notify func(BreakerChange)
+	worker string // BreakerChange.Worker
 }
 
 func (b *breakerWatch) current() string {
@@ -69,7 +70,7 @@ func (b *breakerWatch) scrape(ctx context.Context, baseline bool) {
 		if !baseline && n > b.seen[key] {
 			parts := strings.SplitN(key, "|", 3)
 			for range int(n - b.seen[key]) {
-				fresh = append(fresh, BreakerChange{At: now, Offset: round(now.Sub(b.began).Seconds()), Breaker: parts[0], From: parts[1], To: parts[2]})
+				fresh = append(fresh, BreakerChange{At: now, Offset: round(now.Sub(b.began).Seconds()), Breaker: parts[0], From: parts[1], To: parts[2], Worker: b.worker})
 			}
 		}
 		b.seen[key] = n

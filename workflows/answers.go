@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -47,6 +48,7 @@ func (p *payment) poll(ctx workflow.Context, byOrder bool) {
 	var res activities.LookupResult
 	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), a.LookupPayment, in).Get(ctx, &res)
 	now := workflow.Now(ctx)
+	p.retryAfter = 0
 	switch {
 	case ctx.Err() != nil:
 		return
@@ -59,6 +61,11 @@ func (p *payment) poll(ctx workflow.Context, byOrder bool) {
 	case isType(err, activities.ErrLookupUnavailable):
 		// "We cannot look right now" — not "the payment failed".
 		p.state.LastLookup = &Lookup{At: now, Result: lookupUnavailable, Detail: "lookup breaker open"}
+		var appErr *temporal.ApplicationError
+		var open activities.Unavailable
+		if errors.As(err, &appErr) && appErr.HasDetails() && appErr.Details(&open) == nil {
+			p.retryAfter = open.RetryAfter
+		}
 	default:
 		p.state.LastLookup = &Lookup{At: now, Result: lookupError, Detail: err.Error()}
 	}

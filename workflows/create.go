@@ -86,7 +86,10 @@ func (p *payment) send(ctx workflow.Context, budget int, grant string) (sendResu
 		}
 		p.countAttempts(max(failure.Attempt, 1), failure.Attempts)
 		switch appErr.Type() {
-		case activities.ErrGatewayUnreachable:
+		case activities.ErrGatewayUnreachable, activities.ErrRequestBreakerOpen:
+			// Our own open request breaker refused it: it never left, as
+			// unreachable. (From versionMoneySafety on, Temporal retries it
+			// without limit at the breaker's pace and it never ends here.)
 			return sendUnreachable, nil
 		case activities.ErrGatewayRejected:
 			p.state.Reason = failure.Code

@@ -82,6 +82,7 @@ type payment struct {
 	compensated    []string             // transactions cancelled by compensation
 	resends        int                  // re-sends authorised so far
 	hintLooked     bool                 // a lookup hint was looked up since the last regular poll (hints.go)
+	retryAfter     time.Duration        // the latest poll's breaker was open: when it may let one through
 
 	// v is the run's code version: runs started before the money-safety
 	// fixes replay on the code they ran (see versionMoneySafety).
@@ -253,10 +254,25 @@ func (p *payment) await(ctx workflow.Context) awaitEnd {
 				return endCancelled
 			}
 			delay = min(delay*2, p.tuning.PollMax)
-			poll = workflow.NewTimerWithOptions(timerCtx, delay, workflow.TimerOptions{Summary: "next status poll"})
+			poll = workflow.NewTimerWithOptions(timerCtx, p.nextPoll(ctx, delay), workflow.TimerOptions{Summary: "next status poll"})
 		}
 	}
 	return endOutcome
+}
+
+// breakerTimedPoll versions the poll after an open lookup breaker: from
+// version 1 it comes when the breaker may let a lookup through (the
+// activity's Unavailable.RetryAfter, jitter included) instead of on the
+// backoff: earlier would only be refused again, later would leave the order
+// waiting after the gateway is back. PollMax still bounds it.
+const breakerTimedPoll = "breaker-timed-poll"
+
+// nextPoll is the delay to the next regular poll.
+func (p *payment) nextPoll(ctx workflow.Context, backoff time.Duration) time.Duration {
+	if p.retryAfter <= 0 || workflow.GetVersion(ctx, breakerTimedPoll, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return backoff
+	}
+	return min(p.retryAfter, p.tuning.PollMax)
 }
 
 func (p *payment) track(key string) {

@@ -1,6 +1,7 @@
 package workflows_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -208,5 +209,30 @@ func TestInvalidInputFailsAtOnce(t *testing.T) {
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), "invalid order")
 		})
+	}
+}
+
+// While the lookup breaker is open, the next poll comes when the breaker
+// may let a lookup through (the activity's RetryAfter), not on the backoff.
+func TestPollWhileBreakerOpenFollowsTheBreaker(t *testing.T) {
+	r := newRun(t)
+	r.requestReturns(accepted(1))
+	const wait = 7 * time.Second
+	openFor := func(activities.LookupInput) (activities.LookupResult, error) {
+		return activities.LookupResult{}, temporal.NewApplicationErrorWithOptions("lookup unavailable", activities.ErrLookupUnavailable,
+			temporal.ApplicationErrorOptions{NonRetryable: true, Category: temporal.ApplicationErrorCategoryBenign,
+				Details: []any{activities.Unavailable{RetryAfter: wait}}})
+	}
+	var at []time.Time
+	answers := []func(activities.LookupInput) (activities.LookupResult, error){openFor, openFor, openFor, found(gateway.StatusSuccess)}
+	r.env.OnActivity(a.LookupPayment, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.LookupInput) (activities.LookupResult, error) {
+		at = append(at, r.env.Now())
+		return answers[min(len(at)-1, len(answers)-1)](in)
+	})
+	st := r.execute(t)
+	requireConfirmed(t, r, st)
+	require.Len(t, at, 4)
+	for i := 1; i < len(at); i++ {
+		assert.Equal(t, wait, at[i].Sub(at[i-1]).Round(time.Second), "poll %d came when the breaker allowed", i)
 	}
 }

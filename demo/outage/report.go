@@ -10,6 +10,7 @@ import (
 
 	"github.com/sony/gobreaker/v2"
 
+	"github.com/payguard/payguard/activities"
 	"github.com/payguard/payguard/loadgen"
 	"github.com/payguard/payguard/pgsim/simulator"
 	"github.com/payguard/payguard/worker/metrics"
@@ -64,6 +65,9 @@ func BuildReport(sum loadgen.Summary, events []GatewayEvent, stats simulator.Sta
 		}
 	}
 	for _, c := range sum.BreakerChanges {
+		if !timed(c) {
+			continue
+		}
 		if c.To == gobreaker.StateOpen.String() && down != nil && r.OutageToOpen == nil && c.Offset >= *down {
 			v := round1(c.Offset - *down)
 			r.OutageToOpen = &v
@@ -111,7 +115,7 @@ func (r Report) Text() string {
 		fmt.Fprintf(w, "  gateway %s\tT+%.1fs\n", state, e.Offset)
 	}
 	for _, c := range r.Breaker {
-		fmt.Fprintf(w, "  breaker %s -> %s\tT+%.1fs\n", strings.ToUpper(c.From), strings.ToUpper(c.To), c.Offset)
+		fmt.Fprintf(w, "  breaker %s -> %s\tT+%.1fs\t%s\n", strings.ToUpper(c.From), strings.ToUpper(c.To), c.Offset, c.Where())
 	}
 	fmt.Fprintf(w, "  outage -> OPEN\t%s\t(article: 2 s)\n", secs(r.OutageToOpen))
 	fmt.Fprintf(w, "  recovery -> CLOSED\t%s\t(article: HALF_OPEN 5 s after recovery, then 3 good calls)\n", secs(r.RecoveryToClose))
@@ -173,4 +177,22 @@ func ScrapeLookupLatency(ctx context.Context, metricsURL string) (map[string]Lat
 		}
 	}
 	return out, nil
+}
+
+// timed: the outage and recovery are timed by the first worker's breakers
+// (in a fleet every worker's changes are listed all the same): the lookup
+// breaker, as in the article, or the request breaker, which trips first
+// when no create gets through.
+func timed(c loadgen.BreakerChange) bool { return c.Worker == "" }
+
+// lookupChanges are the changes the timeline's band draws: the first
+// worker's lookup breaker.
+func (r Report) lookupChanges() []loadgen.BreakerChange {
+	var out []loadgen.BreakerChange
+	for _, c := range r.Breaker {
+		if timed(c) && c.Breaker == activities.LookupBreakerName {
+			out = append(out, c)
+		}
+	}
+	return out
 }

@@ -11,6 +11,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -44,6 +46,9 @@ type Options struct {
 	Out      string
 	Bin      string
 	Exit     bool
+	// Workers is how many worker processes share the fleet breaker; the
+	// first listens on the default address, the others on the ports after.
+	Workers int
 }
 
 // Run is the demo's main: start the stack, run the outage, report, then keep
@@ -59,12 +64,22 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	fs.DurationVar(&o.Deadline, "deadline", time.Minute, "each order's deadline (orders whose outcome stays unknown wait for it)")
 	fs.StringVar(&o.Out, "out", "demo-out", "where the logs, report and picture go")
 	fs.StringVar(&o.Bin, "bin", "bin", "where temporal, pgsim and worker binaries are")
+	fs.IntVar(&o.Workers, "workers", 1, "worker processes, sharing the lookup and create breakers through PostgreSQL (1-9)")
 	fs.BoolVar(&o.Exit, "exit", getenv("DEMO_EXIT") == "1", "exit when done instead of keeping the stack up (env DEMO_EXIT=1)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
 		return err
+	}
+	if o.Workers < 1 || o.Workers > 9 {
+		return fmt.Errorf("--workers must be 1 to 9, got %d", o.Workers)
+	}
+	workerAddrs := []string{workerAddr}
+	for i := 1; i < o.Workers; i++ {
+		host, port, _ := net.SplitHostPort(workerAddr)
+		p, _ := strconv.Atoi(port)
+		workerAddrs = append(workerAddrs, net.JoinHostPort(host, strconv.Itoa(p+i)))
 	}
 	say := func(format string, a ...any) { fmt.Fprintf(stdout, format+"\n", a...) }
 	if loadgen.IsTerminal(stdout) {
@@ -74,7 +89,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return err
 	}
-	for _, addr := range []string{temporalAddr, uiAddr, gatewayAddr, adminAddr, workerAddr} {
+	for _, addr := range append([]string{temporalAddr, uiAddr, gatewayAddr, adminAddr}, workerAddrs...) {
 		if l, err := net.Listen("tcp", addr); err != nil {
 			return fmt.Errorf("port %s is taken (another payguard stack or dev server running?): stop it first", addr)
 		} else {
@@ -104,7 +119,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	defer cl.Close()
 
-	say("Starting pgsim (gateway %s, admin %s) and the worker (%s)...", gatewayAddr, adminAddr, workerAddr)
+	say("Starting pgsim (gateway %s, admin %s) and %d worker(s) (%s)...", gatewayAddr, adminAddr, o.Workers, strings.Join(workerAddrs, ", "))
 	pgsim, err := procs.start("pgsim", filepath.Join(o.Bin, "pgsim"), "--seed", "1")
 	if err != nil {
 		return err
@@ -112,12 +127,21 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err := pgsim.WaitFor(ctx, 30*time.Second, "admin API", process.HTTPOK("http://"+adminAddr+"/admin/faults")); err != nil {
 		return fmt.Errorf("pgsim did not come up: %w", err)
 	}
-	worker, err := procs.start("worker", filepath.Join(o.Bin, "worker"))
-	if err != nil {
-		return err
-	}
-	if err := worker.WaitFor(ctx, 60*time.Second, "health", process.HTTPOK("http://"+workerAddr+"/healthz")); err != nil {
-		return fmt.Errorf("worker did not come up: %w", err)
+	var fleetMetrics []string
+	for i, addr := range workerAddrs {
+		name, args := "worker", []string(nil)
+		if i > 0 {
+			name = fmt.Sprintf("worker-%d", i+1)
+			args = []string{"--http-addr", addr, "--callback-url", "http://" + addr + "/callbacks/gateway"}
+			fleetMetrics = append(fleetMetrics, "http://"+addr+"/metrics")
+		}
+		worker, err := procs.start(name, filepath.Join(o.Bin, "worker"), args...)
+		if err != nil {
+			return err
+		}
+		if err := worker.WaitFor(ctx, 60*time.Second, "health", process.HTTPOK("http://"+addr+"/healthz")); err != nil {
+			return fmt.Errorf("%s did not come up: %w", name, err)
+		}
 	}
 
 	products := []string{"P1", "P2", "P3"}
@@ -139,7 +163,8 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		Load: loadgen.Config{Rate: o.Rate, Duration: o.Duration, Products: products, TaskQueue: config.DefaultTaskQueue,
 			Order:       loadgen.Order{Qty: 1, Amount: 12_000, User: "demo-user", CardType: "SAMSUNG", CardNo: "1234-5678-9814-1451", Deadline: o.Deadline},
 			WaitTimeout: o.Deadline + time.Minute},
-		DownAt: o.DownAt, UpAt: o.UpAt, AdminURL: "http://" + adminAddr, MetricsURL: "http://" + workerAddr + "/metrics", Say: say,
+		DownAt: o.DownAt, UpAt: o.UpAt, AdminURL: "http://" + adminAddr, MetricsURL: "http://" + workerAddr + "/metrics",
+		FleetMetricsURLs: fleetMetrics, Say: say,
 	}
 	sum, events, stats, err := scenario.Run(ctx, cl, stdout)
 	if err != nil {

@@ -28,6 +28,8 @@ type Scenario struct {
 	UpAt       time.Duration // and brought back here
 	AdminURL   string        // pgsim's admin API
 	MetricsURL string        // the worker's /metrics
+	// FleetMetricsURLs are the other workers' (--workers N).
+	FleetMetricsURLs []string
 	// Say prints a line as things happen (outage, breaker changes).
 	Say func(format string, args ...any)
 }
@@ -80,9 +82,9 @@ func (s Scenario) Run(ctx context.Context, cl client.Client, progress io.Writer)
 		outageDone <- nil
 	}()
 	load := s.Load
-	load.MetricsURL = s.MetricsURL
+	load.MetricsURL, load.FleetMetricsURLs = s.MetricsURL, s.FleetMetricsURLs
 	load.OnBreakerChange = func(c loadgen.BreakerChange) {
-		s.Say("T+%5.1fs  breaker %s -> %s", c.Offset, strings.ToUpper(c.From), strings.ToUpper(c.To))
+		s.Say("T+%5.1fs  breaker %s -> %s  (%s)", c.Offset, strings.ToUpper(c.From), strings.ToUpper(c.To), c.Where())
 	}
 	load.BeganAt = began
 	summary := loadgen.Run(ctx, cl, load, progress)

@@ -38,13 +38,14 @@ func (r Report) SVG() string {
 	// Breaker state band.
 	fmt.Fprintf(&b, `<text x="8" y="%.0f">breaker</text>`+"\n", bandTop+bandH/2+4)
 	state, from := "closed", 0.0
-	for _, c := range r.Breaker {
+	band := r.lookupChanges()
+	for _, c := range band {
 		fmt.Fprintf(&b, `<rect x="%.1f" y="%.0f" width="%.1f" height="%.0f" fill="%s"/>`+"\n", x(from), bandTop, math.Max(x(c.Offset)-x(from), 0.5), bandH, stateColors[state])
 		state, from = c.To, c.Offset
 	}
 	fmt.Fprintf(&b, `<rect x="%.1f" y="%.0f" width="%.1f" height="%.0f" fill="%s"/>`+"\n", x(from), bandTop, math.Max(x(span)-x(from), 0.5), bandH, stateColors[state])
 	lastLabel, row := -1000.0, 0
-	for _, c := range r.Breaker {
+	for _, c := range band {
 		// Changes close together get their labels on alternate rows.
 		if x(c.Offset)-lastLabel < 70 {
 			row = 1 - row

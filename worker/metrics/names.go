@@ -5,7 +5,9 @@
 package metrics
 
 const (
-	// BreakerState is a gauge per breaker: 0 closed, 1 half-open, 2 open.
+	// BreakerState is a gauge per breaker: 0 closed, 1 half-open, 2 open,
+	// as this worker sees it (with --breaker-scope fleet, the fleet's state
+	// as last read from PostgreSQL).
 	BreakerState = "payguard_breaker_state"
 	// BreakerTransitions counts state changes, labelled breaker, from, to
 	// (the states as gobreaker spells them).
@@ -15,6 +17,16 @@ const (
 	// LookupDuration is the status lookup latency histogram; a scraper
 	// reads its _sum and _count series.
 	LookupDuration = "payguard_lookup_duration_seconds"
+	// BreakerStoreDuration is the latency histogram of the fleet breaker's
+	// statements against PostgreSQL, labelled breaker and op (read, lock,
+	// unlock, get, set).
+	BreakerStoreDuration = "payguard_breaker_store_duration_seconds"
+	// BreakerStoreErrors counts those statements that failed, labelled
+	// breaker and op.
+	BreakerStoreErrors = "payguard_breaker_store_errors_total"
+	// BreakerFallback is a gauge per breaker: 1 while the shared store
+	// fails and this worker decides with its own process breaker.
+	BreakerFallback = "payguard_breaker_fallback"
 	// Callbacks counts gateway callbacks by answer code.
 	Callbacks = "payguard_callbacks_total"
 	// ChargesRefunded counts charges refunded because their order could not

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/payguard/payguard/activities"
+	"github.com/payguard/payguard/breaker"
 	"github.com/payguard/payguard/config"
 	"github.com/payguard/payguard/gateway"
 	"github.com/payguard/payguard/workflows"
@@ -25,6 +26,9 @@ type Config struct {
 	PollInitial     time.Duration
 	PollMax         time.Duration
 	Breaker         activities.BreakerSettings
+	// BreakerScope is breaker.ScopeFleet (the breakers' state shared by
+	// every worker through PostgreSQL) or breaker.ScopeProcess; "" is fleet.
+	BreakerScope string
 	// CallbackAuth is how a callback is trusted: CallbackAuthSigned (only a
 	// valid signature) or CallbackAuthLookup (an unsigned one is a hint that
 	// makes the workflow look the transaction up; see callback.go).
@@ -73,6 +77,8 @@ func ParseFlags(args []string, getenv func(string) string, usage io.Writer) (Con
 	fs.Float64Var(&b.FailureRate, "breaker-failure-rate", b.FailureRate, "lookup breaker: failure share that trips it")
 	fs.DurationVar(&b.OpenFor, "breaker-open", b.OpenFor, "lookup breaker: time open before trial calls")
 	fs.UintVar(&halfOpen, "breaker-half-open-calls", uint(b.HalfOpenCalls), "lookup breaker: trial calls in half-open")
+	fs.StringVar(&c.BreakerScope, "breaker-scope", breaker.ScopeFleet,
+		"who shares the lookup and create breakers: fleet (every worker on this database, state in PostgreSQL) or process (this worker alone)")
 	fs.StringVar(&c.CallbackAuth, "callback-auth", CallbackAuthSigned,
 		"how callbacks are trusted: signed (a valid X-Signature, else 401) or lookup (a validly signed one as signed; an unsigned one only makes the order's workflow look the transaction up now)")
 	fs.DurationVar(&c.ReconcileInterval, "reconcile-interval", workflows.DefaultReconcileInterval,
@@ -113,6 +119,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("configuration: --reconcile-interval, --reconcile-window and --reconcile-rate must not be negative")
 	case c.ReconcileInterval > 0 && c.ReconcileInterval < time.Second:
 		return fmt.Errorf("configuration: --reconcile-interval must be 0 (off) or at least 1s, got %s", c.ReconcileInterval)
+	case c.BreakerScope != "" && c.BreakerScope != breaker.ScopeFleet && c.BreakerScope != breaker.ScopeProcess:
+		return fmt.Errorf("configuration: --breaker-scope must be %s or %s, got %q", breaker.ScopeFleet, breaker.ScopeProcess, c.BreakerScope)
 	case c.CallbackAuth != "" && c.CallbackAuth != CallbackAuthSigned && c.CallbackAuth != CallbackAuthLookup:
 		return fmt.Errorf("configuration: --callback-auth must be %s or %s, got %q", CallbackAuthSigned, CallbackAuthLookup, c.CallbackAuth)
 	}
@@ -144,9 +152,17 @@ func (c Config) LogAttrs() []any {
 		"poll_initial", c.PollInitial.String(), "poll_max", c.PollMax.String(),
 		"breaker_window", c.Breaker.Window.String(), "breaker_min_calls", c.Breaker.MinCalls,
 		"breaker_failure_rate", c.Breaker.FailureRate, "breaker_open", c.Breaker.OpenFor.String(),
-		"breaker_half_open_calls", c.Breaker.HalfOpenCalls, "callback_auth", c.callbackAuth(),
+		"breaker_half_open_calls", c.Breaker.HalfOpenCalls, "breaker_scope", c.breakerScope(), "callback_auth", c.callbackAuth(),
 		"reconcile_interval", c.ReconcileInterval.String(), "reconcile_window", c.ReconcileWindow.String(), "reconcile_rate", c.reconcileRate(),
 	}
+}
+
+// breakerScope is BreakerScope with its default, fleet.
+func (c Config) breakerScope() string {
+	if c.BreakerScope == "" {
+		return breaker.ScopeFleet
+	}
+	return c.BreakerScope
 }
 
 // callbackAuth is CallbackAuth with its default: a Config built in code

@@ -16,12 +16,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/sony/gobreaker/v2"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/payguard/payguard/activities"
+	"github.com/payguard/payguard/breaker"
 	"github.com/payguard/payguard/gateway"
 	"github.com/payguard/payguard/store"
 	"github.com/payguard/payguard/telemetry"
@@ -64,7 +64,10 @@ type Worker struct {
 	listener net.Listener
 	served   chan error
 	Metrics  *Metrics
-	Breaker  *gobreaker.CircuitBreaker[activities.LookupResult]
+	// Breaker is the lookup breaker and Creates the request breaker,
+	// shared by the fleet or this process's own (--breaker-scope).
+	Breaker *breaker.Breaker
+	Creates *breaker.Breaker
 	// Activities are the worker's activities, sharing its breaker.
 	Activities *activities.Activities
 }
@@ -100,11 +103,9 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error
 	if err != nil {
 		return nil, err
 	}
-	w.Breaker = activities.NewLookupBreaker(cfg.Breaker, func(name string, from, to gobreaker.State) {
-		logger.Warn("breaker state changed", "breaker", name, "from", from.String(), "to", to.String())
-		w.Metrics.BreakerChanged(name, from, to)
-	})
-	acts := activities.New(st, w.gateway, w.Breaker, activities.Config{CallbackURL: cfg.CallbackURL, IdempotencyKeys: cfg.IdempotencyKeys}, w.Metrics)
+	w.Breaker, w.Creates = newBreakers(cfg, st, w.Metrics, logger)
+	acts := activities.New(st, w.gateway, w.Breaker, activities.Config{CallbackURL: cfg.CallbackURL, IdempotencyKeys: cfg.IdempotencyKeys,
+		Creates: w.Creates}, w.Metrics)
 	w.Activities = acts
 
 	w.temporal, err = dialTemporal(ctx, client.Options{
@@ -165,6 +166,11 @@ func (w *Worker) Stop() error {
 }
 
 func (w *Worker) closeAll() {
+	for _, b := range []*breaker.Breaker{w.Breaker, w.Creates} {
+		if b != nil {
+			b.Close()
+		}
+	}
 	if w.temporal != nil {
 		w.temporal.Close()
 	}

@@ -1,0 +1,82 @@
+package activities_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/payguard/payguard/activities"
+	"github.com/payguard/payguard/breaker"
+	"github.com/payguard/payguard/internal/testenv"
+	"github.com/payguard/payguard/store"
+)
+
+type noView struct{}
+
+func (noView) BreakerState(string, gobreaker.State, gobreaker.State) {}
+func (noView) StoreCall(string, string, time.Duration, error)        {}
+func (noView) Fallback(string, bool)                                 {}
+
+// Creates behind the fleet's request breaker (shared through the test's
+// database): 5xx creates trip it; then a create is not attempted — nothing
+// recorded, nothing sent — and comes back retryable after the time until
+// half-open; after recovery the held-back order's create goes out once.
+func TestCreatesBehindTheRequestBreaker(t *testing.T) {
+	r := newRig(t, quiet(), activities.DefaultBreakerSettings(), false)
+	settings := activities.BreakerSettings{Window: 10 * time.Second, MinCalls: 3, FailureRate: 0.5, OpenFor: 2 * time.Second, HalfOpenCalls: 1}
+	creates := breaker.New(activities.CreateRules(settings), r.store.SharedBreakers(2*time.Second), noView{}, testenv.Logger(t))
+	t.Cleanup(creates.Close)
+	acts := activities.New(r.store, r.client, r.breaker, activities.Config{CallbackURL: "http://127.0.0.1:1/callbacks/gateway", Creates: creates}, observer{r})
+	r.env.RegisterActivity(acts)
+	_, err := r.store.SetStock(t.Context(), "P1", 100)
+	require.NoError(t, err)
+
+	testenv.PatchFaults(t, r.sim, map[string]any{"create": map[string]any{"errorRate": 1, "errorStatus": 503}})
+	for _, id := range []string{"order-1", "order-2", "order-3"} {
+		r.reserve(t, id)
+		_, err := r.env.ExecuteActivity(acts.RequestPayment, request(id))
+		kind, retry := appError(t, err)
+		assert.Equal(t, activities.ErrGatewayOutcomeUnknown, kind, "a 5xx is an unknown outcome, counted by the breaker all the same")
+		assert.False(t, retry)
+	}
+	require.Equal(t, gobreaker.StateOpen, creates.State())
+	sent := r.sim.Stats().Requests["create"]
+	require.Equal(t, 3, sent)
+
+	r.reserve(t, "order-4")
+	_, err = r.env.ExecuteActivity(acts.RequestPayment, request("order-4"))
+	kind, retry := appError(t, err)
+	assert.Equal(t, activities.ErrRequestBreakerOpen, kind)
+	assert.True(t, retry, "never sent: safe to retry")
+	var appErr *temporal.ApplicationError
+	require.True(t, errors.As(err, &appErr))
+	assert.Greater(t, appErr.NextRetryDelay(), time.Duration(0))
+	assert.LessOrEqual(t, appErr.NextRetryDelay(), settings.OpenFor+settings.OpenFor/5+200*time.Millisecond,
+		"the retry delay is the time until half-open, plus jitter")
+	assert.Equal(t, sent, r.sim.Stats().Requests["create"], "the gateway saw no create while the breaker was open")
+	assert.Empty(t, r.attempts(t, "order-4"), "a refused create is not recorded as an attempt")
+
+	// order-1's UNKNOWN stands: a retry of it is not sent (the store's
+	// rule), breaker or not.
+	testenv.PatchFaults(t, r.sim, map[string]any{"create": map[string]any{"errorRate": 0}})
+	testenv.Eventually(t, 5*time.Second, func() bool { return creates.State() == gobreaker.StateHalfOpen }, "the breaker half-opens")
+	v, err := r.env.ExecuteActivity(acts.RequestPayment, request("order-4"))
+	require.NoError(t, err)
+	var res activities.RequestResult
+	require.NoError(t, v.Get(&res))
+	assert.NotEmpty(t, res.TransactionKey)
+	assert.Equal(t, gobreaker.StateClosed, creates.State(), "the trial create closed it")
+	require.Len(t, r.attempts(t, "order-4"), 1)
+	assert.Equal(t, store.OutcomeAccepted, r.attempts(t, "order-4")[0].Outcome)
+	assert.Equal(t, sent+1, r.sim.Stats().Requests["create"])
+
+	_, err = r.env.ExecuteActivity(acts.RequestPayment, request("order-1"))
+	kind, _ = appError(t, err)
+	assert.Equal(t, activities.ErrGatewayOutcomeUnknown, kind, "an earlier UNKNOWN is never cleared by the breaker")
+	assert.Equal(t, sent+1, r.sim.Stats().Requests["create"], "and nothing was re-sent for it")
+}

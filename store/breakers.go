@@ -1,0 +1,200 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/payguard/payguard/breaker"
+)
+
+// The fleet's breaker state (migration 003): gobreaker v2's SharedDataStore
+// on two tables, one for the state and one for the mutex as a lease.
+
+// ErrLeaseHeld is a breaker mutex that another holder still has: contention,
+// not an outage.
+var ErrLeaseHeld = errors.New("breaker lease held by another worker")
+
+// BreakerOpTimeout bounds every statement of the shared breaker store: the
+// SharedDataStore interface carries no context, and a hung database must
+// not hang a lookup.
+const BreakerOpTimeout = 2 * time.Second
+
+// leaseRetry is the pause between two tries at a lease held by another.
+// Short, because a holder keeps it for a few statements; gobreaker's own
+// pause between Lock calls is half a second.
+const leaseRetry = 5 * time.Millisecond
+
+// BreakerHandle is one breaker instance's view of the shared store: a
+// gobreaker.SharedDataStore with its own lease holder. Use one handle per
+// gobreaker.DistributedCircuitBreaker and that breaker from one goroutine
+// at a time.
+//
+// gobreaker v2.4.0 reads the shared state before it takes the mutex
+// (DistributedCircuitBreaker.Execute and State); two workers could then
+// both update the same old state and one update would be lost. So once a
+// handle knows its mutex (the constructor locks first), GetData takes the
+// lease before it reads, Lock finds it already held, and Unlock gives it
+// back. A failed or empty read gives it back at once, since gobreaker then
+// returns without unlocking.
+type BreakerHandle struct {
+	store   *Store
+	lease   time.Duration
+	holder  string
+	mutex   string // the key gobreaker locks, learnt at its first Lock
+	state   string // the key gobreaker keeps its state under
+	held    bool
+	written []byte
+	observe func(op string, took time.Duration, err error)
+}
+
+// BreakerHandle returns a new handle whose leases last lease (longer than
+// anything done while holding one: a trial call included). observe, if not
+// nil, sees every statement's latency and error (op: lock, unlock, get, set).
+func (s *Store) BreakerHandle(lease time.Duration, observe func(op string, took time.Duration, err error)) *BreakerHandle {
+	var id [12]byte
+	_, _ = rand.Read(id[:])
+	if observe == nil {
+		observe = func(string, time.Duration, error) {}
+	}
+	return &BreakerHandle{store: s, lease: lease, holder: hex.EncodeToString(id[:]), observe: observe}
+}
+
+// Lock takes the lease on key, waiting up to the lease's length for a
+// holder to give it back or for its lease to run out; then ErrLeaseHeld.
+func (h *BreakerHandle) Lock(key string) error {
+	if h.mutex == "" {
+		h.mutex = key
+	}
+	if h.held {
+		return nil
+	}
+	return h.acquire(key)
+}
+
+func (h *BreakerHandle) acquire(key string) error {
+	deadline := time.Now().Add(h.lease)
+	for {
+		start := time.Now()
+		ok, err := h.tryAcquire(key)
+		h.observe("lock", time.Since(start), err)
+		if err != nil {
+			return err
+		}
+		if ok {
+			h.held = true
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return ErrLeaseHeld
+		}
+		time.Sleep(leaseRetry)
+	}
+}
+
+func (h *BreakerHandle) tryAcquire(key string) (bool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), BreakerOpTimeout)
+	defer cancel()
+	var holder string
+	err := h.store.pool.QueryRow(ctx, `
+		INSERT INTO breaker_leases (key, holder, expires_at) VALUES ($1, $2, now() + make_interval(secs => $3))
+		ON CONFLICT (key) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at
+		WHERE breaker_leases.expires_at < now() OR breaker_leases.holder = EXCLUDED.holder
+		RETURNING holder`, key, h.holder, h.lease.Seconds()).Scan(&holder)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("take breaker lease %s: %w", key, err)
+	}
+	return true, nil
+}
+
+// Unlock gives the lease back. A lease that ran out and was taken over is
+// the new holder's: it is left alone.
+func (h *BreakerHandle) Unlock(key string) error {
+	h.held = false
+	ctx, cancel := context.WithTimeout(context.Background(), BreakerOpTimeout)
+	defer cancel()
+	start := time.Now()
+	_, err := h.store.pool.Exec(ctx, `DELETE FROM breaker_leases WHERE key = $1 AND holder = $2`, key, h.holder)
+	h.observe("unlock", time.Since(start), err)
+	if err != nil {
+		return fmt.Errorf("give back breaker lease %s: %w", key, err)
+	}
+	return nil
+}
+
+// GetData reads the state under key, holding the lease first (see the type).
+func (h *BreakerHandle) GetData(key string) ([]byte, error) {
+	h.state = key
+	if h.mutex != "" && !h.held {
+		if err := h.acquire(h.mutex); err != nil {
+			return nil, err
+		}
+	}
+	start := time.Now()
+	data, err := h.store.ReadBreakerState(key)
+	h.observe("get", time.Since(start), err)
+	if (err != nil || len(data) == 0) && h.held && h.mutex != "" {
+		_ = h.Unlock(h.mutex)
+	}
+	return data, err
+}
+
+// SetData writes the state under key.
+func (h *BreakerHandle) SetData(key string, data []byte) error {
+	h.state = key
+	ctx, cancel := context.WithTimeout(context.Background(), BreakerOpTimeout)
+	defer cancel()
+	start := time.Now()
+	_, err := h.store.pool.Exec(ctx, `
+		INSERT INTO breaker_state (key, data) VALUES ($1, $2)
+		ON CONFLICT (key) DO UPDATE SET data = EXCLUDED.data, updated_at = now()`, key, data)
+	h.observe("set", time.Since(start), err)
+	if err != nil {
+		return fmt.Errorf("write breaker state %s: %w", key, err)
+	}
+	h.written = data
+	return nil
+}
+
+// StateKey is the key the handle's breaker keeps its state under, known
+// once the breaker was built.
+func (h *BreakerHandle) StateKey() string { return h.state }
+
+// Written is the state the handle last wrote.
+func (h *BreakerHandle) Written() []byte { return h.written }
+
+// SharedBreakers is the fleet's breaker store for breaker.New: handles
+// whose leases last lease, lock-free reads, and ErrLeaseHeld as contention.
+func (s *Store) SharedBreakers(lease time.Duration) *breaker.Shared {
+	return &breaker.Shared{
+		NewHandle: func(observe func(string, time.Duration, error)) breaker.Handle {
+			return s.BreakerHandle(lease, observe)
+		},
+		Read:       s.ReadBreakerState,
+		Contention: func(err error) bool { return errors.Is(err, ErrLeaseHeld) },
+	}
+}
+
+// ReadBreakerState reads a breaker's shared state without any lease: for
+// the worker's cached view, never for an update. No state is nil, nil.
+func (s *Store) ReadBreakerState(key string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), BreakerOpTimeout)
+	defer cancel()
+	var data []byte
+	err := s.pool.QueryRow(ctx, `SELECT data FROM breaker_state WHERE key = $1`, key).Scan(&data)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read breaker state %s: %w", key, err)
+	}
+	return data, nil
+}

@@ -1,0 +1,80 @@
+package service
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sony/gobreaker/v2"
+
+	"github.com/payguard/payguard/activities"
+	"github.com/payguard/payguard/breaker"
+	"github.com/payguard/payguard/store"
+	"github.com/payguard/payguard/worker/metrics"
+)
+
+// newBreakers builds the lookup and create breakers in the configured
+// scope. A fleet breaker's lease outlasts the longest call made under it (a
+// create or lookup: connect plus read timeout), with a second to spare for
+// the statements around it.
+func newBreakers(cfg Config, st *store.Store, m *Metrics, logger *slog.Logger) (lookups, creates *breaker.Breaker) {
+	obs := newBreakerMetrics(m)
+	var shared *breaker.Shared
+	if cfg.breakerScope() == breaker.ScopeFleet {
+		shared = st.SharedBreakers(cfg.ConnectTimeout + cfg.ReadTimeout + time.Second)
+	}
+	lookups = breaker.New(activities.LookupRules(cfg.Breaker), shared, obs, logger)
+	creates = breaker.New(activities.CreateRules(cfg.Breaker), shared, obs, logger)
+	return lookups, creates
+}
+
+// breakerMetrics turn a breaker's observations into the worker's metrics.
+type breakerMetrics struct {
+	m        *Metrics
+	took     *prometheus.HistogramVec
+	errs     *prometheus.CounterVec
+	fallback *prometheus.GaugeVec
+}
+
+func newBreakerMetrics(m *Metrics) *breakerMetrics {
+	b := &breakerMetrics{m: m,
+		took: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    metrics.BreakerStoreDuration,
+			Help:    "Latency of the fleet breaker's statements against PostgreSQL, by breaker and op.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}, []string{"breaker", "op"}),
+		errs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: metrics.BreakerStoreErrors,
+			Help: "Failed statements of the fleet breaker against PostgreSQL, by breaker and op.",
+		}, []string{"breaker", "op"}),
+		fallback: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: metrics.BreakerFallback,
+			Help: "1 while the shared breaker store fails and this worker decides with its own breaker.",
+		}, []string{"breaker"}),
+	}
+	m.Registry.MustRegister(b.took, b.errs, b.fallback)
+	for _, name := range []string{activities.LookupBreakerName, activities.CreateBreakerName} {
+		m.breakerState.WithLabelValues(name).Set(0)
+		b.fallback.WithLabelValues(name).Set(0)
+	}
+	return b
+}
+
+func (b *breakerMetrics) BreakerState(name string, from, to gobreaker.State) {
+	b.m.BreakerChanged(name, from, to)
+}
+
+func (b *breakerMetrics) StoreCall(name, op string, took time.Duration, err error) {
+	b.took.WithLabelValues(name, op).Observe(took.Seconds())
+	if err != nil {
+		b.errs.WithLabelValues(name, op).Inc()
+	}
+}
+
+func (b *breakerMetrics) Fallback(name string, on bool) {
+	v := 0.0
+	if on {
+		v = 1
+	}
+	b.fallback.WithLabelValues(name).Set(v)
+}
