@@ -70,14 +70,10 @@ func TestReconcileRecoveryOfRefusedPaymentWithLateCharge(t *testing.T) {
 
 	// The recovery ends the order, money and stock matching: the charge is
 	// refunded, the stock released.
-	testenv.Eventually(t, 30*time.Second, func() bool {
-		d, err := testenv.Temporal(t).DescribeWorkflowExecution(ctx, workflows.PaymentWorkflowID(orderID), "")
-		require.NoError(t, err)
-		return d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
-	}, "the recovery ended")
-	d, err := testenv.Temporal(t).DescribeWorkflowExecution(ctx, workflows.PaymentWorkflowID(orderID), "")
+	testenv.Eventually(t, 30*time.Second, func() bool { return !workflowOpen(t, orderID) }, "the recovery ended")
+	d, err := testenv.Temporal(t).DescribeWorkflow(ctx, workflows.PaymentWorkflowID(orderID), "")
 	require.NoError(t, err)
-	require.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, d.GetWorkflowExecutionInfo().GetStatus(), "the recovery never fails")
+	require.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, d.RawResponse.GetWorkflowExecutionInfo().GetStatus(), "the recovery never fails")
 	got, err := s.Store.GetOrder(ctx, orderID)
 	require.NoError(t, err)
 	assert.True(t, got.Status.Final(), "order %s", got.Status)
