@@ -2,7 +2,9 @@ package e2e_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -86,4 +88,52 @@ func TestReconcileRecoveryOfRefusedPaymentWithLateCharge(t *testing.T) {
 	assert.Equal(t, 1, s.Sim.Stats().Orders[orderID].CreateRequests, "a recovery never creates")
 
 	assert.Empty(t, sweep(t, s).Findings, "a second sweep finds nothing")
+}
+
+// Two sweeps at once (the schedule's and `starter reconcile`) over one late
+// SUCCESS start one refund between them: RefundWorkflow's id rule, not luck.
+// Counted in the order's event log, where each refund run records itself.
+func TestReconcileConcurrentSweepsRefundOnce(t *testing.T) {
+	s := testenv.NewStack(t, quietSlow(), nil)
+	ctx := context.Background()
+	o := cancelledWithLateCharge(t, s, "rc-twice")
+
+	results := make(chan workflows.ReconcileResult, 2)
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() {
+			out, err := starter(ctx, s, "reconcile", "--json")
+			var res workflows.ReconcileResult
+			if err == nil {
+				err = json.Unmarshal([]byte(out), &res)
+			}
+			results <- res
+			errs <- err
+		}()
+	}
+	started := 0
+	for range 2 {
+		require.NoError(t, <-errs)
+		for _, f := range (<-results).Findings {
+			if f.Result == workflows.ResultStarted {
+				started++
+			}
+		}
+	}
+	assert.LessOrEqual(t, started, 1, "one refund started between the two sweeps")
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		got, err := s.Store.GetOrder(ctx, "rc-twice")
+		return err == nil && got.PaymentStatus == status.PaymentRefunded
+	}, "payment REFUNDED")
+	events, err := s.Store.Events(ctx, "rc-twice")
+	require.NoError(t, err)
+	refunds := 0
+	for _, e := range events {
+		if e.Kind == store.KindAnomaly && strings.HasPrefix(e.Cause, "late charge refunded") {
+			refunds++
+		}
+	}
+	assert.Equal(t, 1, refunds, "refunded once")
+	assert.Equal(t, gateway.StatusCancelled, gatewayTx(t, s, o.TransactionKey).Status)
+	assert.Empty(t, sweep(t, s).Findings, "a third sweep finds nothing")
 }
