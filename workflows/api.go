@@ -58,7 +58,12 @@ const (
 	DefaultReconcileInterval = 5 * time.Minute
 	DefaultReconcileWindow   = 24 * time.Hour
 	DefaultReconcileRate     = 20.0 // gateway lookups a second
-	DefaultReconcileBatch    = 100  // orders per batch, one run each
+	// MinReconcileRate is the slowest pace a sweep may be given: a batch
+	// heartbeats once per order (timeout 1 min) and must end within its
+	// 30 min StartToClose, so a slower pace would time every batch out and
+	// the sweep would retry it for ever, the schedule skipping every next one.
+	MinReconcileRate      = 1.0
+	DefaultReconcileBatch = 100 // orders per batch, one run each
 )
 
 // RecoverInput names the order to recover.

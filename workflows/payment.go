@@ -200,7 +200,7 @@ func (p *payment) run(ctx workflow.Context) (State, error) {
 	case endCancelled:
 		return p.cancelled(ctx)
 	case endDeadline:
-		return p.deadlinePassed(ctx)
+		return p.deadlinePassed(ctx, p.settle)
 	}
 	return p.settle(ctx, *p.outcome, "definitive answer")
 }

@@ -72,7 +72,7 @@ func (w *Workflows) Recover(ctx workflow.Context, in RecoverInput) (State, error
 	p.poll(ctx, true)
 	switch {
 	case p.outcome != nil:
-		return p.settle(ctx, *p.outcome, "found by the recovery")
+		return p.end(ctx, *p.outcome, "found by the recovery")
 	case !r.MaybeSent && len(p.keys) == 0 && p.state.LastLookup != nil && p.state.LastLookup.Result == lookupNotFound:
 		// No create can have reached the gateway and none ever will: no
 		// workflow is left to send one.
@@ -87,7 +87,25 @@ func (w *Workflows) Recover(ctx workflow.Context, in RecoverInput) (State, error
 	case endCancelled:
 		return p.cancelled(ctx)
 	case endDeadline:
-		return p.deadlinePassed(ctx)
+		return p.deadlinePassed(ctx, p.end)
 	}
-	return p.settle(ctx, *p.outcome, "found by the recovery")
+	return p.end(ctx, *p.outcome, "found by the recovery")
+}
+
+// end settles what the recovery found. The store may refuse it: a payment
+// recorded FAILED (a refused create, which PaymentWorkflow settles at once,
+// its workflow gone before it could) cannot become SUCCESS when an earlier
+// create's charge lands after all. The recovery then compensates — refunds
+// whatever the gateway holds for the order, releases the stock — as
+// PaymentWorkflow would have, failing the order and refunding the late
+// charge: a recovery never fails with the stock held and a charge standing.
+func (p *payment) end(ctx workflow.Context, tx gateway.Transaction, cause string) (State, error) {
+	st, err := p.settle(ctx, tx, cause)
+	if err == nil || !isType(err, activities.ErrIllegalTransition) {
+		return st, err
+	}
+	p.maybeAtGateway = true // search the gateway by order id: every charge goes back
+	p.record(ctx, activities.KindAnomaly, "recovery: the store refused settling "+tx.Status+"; compensating",
+		map[string]any{"transaction_key": tx.TransactionKey, "error": err.Error()})
+	return p.compensate(ctx, fmt.Sprintf("recovered: the store refused settling %s on %s (%s)", tx.Status, tx.TransactionKey, cause))
 }

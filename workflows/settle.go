@@ -47,15 +47,16 @@ func (p *payment) settle(ctx workflow.Context, tx gateway.Transaction, cause str
 	return p.state, nil
 }
 
-// deadlinePassed: one last look, then confirm or compensate.
-func (p *payment) deadlinePassed(ctx workflow.Context) (State, error) {
+// deadlinePassed: one last look, then settle (p.settle, or a recovery's
+// p.end) what it found, or compensate.
+func (p *payment) deadlinePassed(ctx workflow.Context, settle func(workflow.Context, gateway.Transaction, string) (State, error)) (State, error) {
 	p.log.Info("deadline passed; last lookup before compensation")
 	p.drainCallbacks(ctx)
 	if p.outcome == nil {
 		p.poll(ctx, false)
 	}
 	if p.outcome != nil {
-		return p.settle(ctx, *p.outcome, "found at the deadline")
+		return settle(ctx, *p.outcome, "found at the deadline")
 	}
 	return p.compensate(ctx, "deadline passed without a definitive answer")
 }

@@ -117,6 +117,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("configuration: --breaker-min-calls and --breaker-half-open-calls must be at least 1")
 	case c.ReconcileInterval < 0 || c.ReconcileWindow < 0 || c.ReconcileRate < 0:
 		return fmt.Errorf("configuration: --reconcile-interval, --reconcile-window and --reconcile-rate must not be negative")
+	case c.ReconcileRate != 0 && c.ReconcileRate < workflows.MinReconcileRate:
+		return fmt.Errorf("configuration: --reconcile-rate must be at least %v lookups a second (a slower sweep outlasts its batches' timeouts), got %v",
+			workflows.MinReconcileRate, c.ReconcileRate)
 	case c.ReconcileInterval > 0 && c.ReconcileInterval < time.Second:
 		return fmt.Errorf("configuration: --reconcile-interval must be 0 (off) or at least 1s, got %s", c.ReconcileInterval)
 	case c.BreakerScope != "" && c.BreakerScope != breaker.ScopeFleet && c.BreakerScope != breaker.ScopeProcess:

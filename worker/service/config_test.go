@@ -68,6 +68,10 @@ func TestWorkerFlagsRejectBadValues(t *testing.T) {
 		{"--database-url", "mysql://x"},
 		{"--read-timeout", "0s"},
 		{"--callback-auth", "none"},
+		// A pace under one lookup a minute times every batch out (heartbeat
+		// 1 min): the sweep would retry its first batch for ever.
+		{"--reconcile-rate", "0.01"},
+		{"--reconcile-rate", "-1"},
 	} {
 		_, err := service.ParseFlags(args, func(string) string { return "" }, io.Discard)
 		assert.Error(t, err, "%v", args)

@@ -1,0 +1,139 @@
+package e2e_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+
+	"github.com/payguard/payguard/activities"
+	"github.com/payguard/payguard/gateway"
+	"github.com/payguard/payguard/internal/testenv"
+	"github.com/payguard/payguard/status"
+	"github.com/payguard/payguard/store"
+	"github.com/payguard/payguard/workflows"
+)
+
+// Holes found reviewing the reconciliation sweep (docs/design.md §10), each
+// set up on the real stack and kept as a regression test.
+
+// An order whose workflow died after its granted re-send was refused: the
+// store holds the payment FAILED (the refusal is clean: the grant cleared the
+// first create, whose outcome was unknown) and the order still PENDING. The
+// first create did reach the gateway after all and was charged, its callback
+// lost. PaymentWorkflow would have failed the order at the refusal and the
+// charge would have been refunded as late; a recovery that confirms on the
+// SUCCESS is refused by the store (payment FAILED → SUCCESS), fails, and is
+// started again by every sweep: the stock held and the charge standing for ever.
+func TestReconcileRecoveryOfRefusedPaymentWithLateCharge(t *testing.T) {
+	s := testenv.NewStack(t, quietSlow(), nil)
+	ctx := context.Background()
+	const orderID = "rc-refused"
+	setStock(t, s, "P1", 5)
+	_, err := s.Store.Reserve(ctx, store.NewOrder{OrderID: orderID, ProductID: "P1", Quantity: 1, Amount: 5000, UserID: "user-1"})
+	require.NoError(t, err)
+
+	// Create #1 reaches the gateway, but its answer is lost: UNKNOWN.
+	lost := "http://" + testenv.FreeAddr(t) + "/lost"
+	begun, err := s.Store.BeginAttempt(ctx, store.AttemptRequest{OrderID: orderID, CallbackURL: lost, Limit: 3})
+	require.NoError(t, err)
+	require.True(t, begun.Send)
+	g, err := gateway.New(gateway.Config{BaseURL: s.Sim.GatewayURL(), UserID: "user-1"})
+	require.NoError(t, err)
+	defer g.Close()
+	first, err := g.CreatePayment(ctx, gateway.CreateRequest{OrderID: orderID, Amount: 5000, CardType: "SAMSUNG",
+		CardNo: "1234-5678-9814-1451", CallbackURL: lost}, "user-1", "")
+	require.NoError(t, err)
+	require.NoError(t, s.Store.FinishAttempt(ctx, store.Answer{OrderID: orderID, No: begun.Attempt.No,
+		Outcome: store.OutcomeUnknown, Detail: "read timeout"}))
+	// Create #2, granted after a lookup found nothing, is refused.
+	begun, err = s.Store.BeginAttempt(ctx, store.AttemptRequest{OrderID: orderID, CallbackURL: lost, Grant: "resend-1", Limit: 3})
+	require.NoError(t, err)
+	require.True(t, begun.Send)
+	require.NoError(t, s.Store.FinishAttempt(ctx, store.Answer{OrderID: orderID, No: begun.Attempt.No,
+		Outcome: store.OutcomeRejected, Reason: "LIMIT_EXCEEDED", Detail: "400"}))
+	o, err := s.Store.GetOrder(ctx, orderID)
+	require.NoError(t, err)
+	require.Equal(t, status.OrderPending, o.Status)
+	require.Equal(t, status.PaymentFailed, o.PaymentStatus)
+	// The workflow died here, before settling FAILED. Create #1 charges.
+	testenv.Admin(t, s.Sim, http.MethodPost, "/admin/transactions/"+first.TransactionKey+"/resolve",
+		map[string]any{"status": "SUCCESS", "callback": false}, nil)
+
+	f := onlyFinding(t, sweep(t, s))
+	require.Equal(t, activities.FindingWorkflowGone, f.Finding)
+	require.Equal(t, workflows.ResultStarted, f.Result)
+
+	// The recovery ends the order, money and stock matching: the charge is
+	// refunded, the stock released.
+	testenv.Eventually(t, 30*time.Second, func() bool { return !workflowOpen(t, orderID) }, "the recovery ended")
+	d, err := testenv.Temporal(t).DescribeWorkflow(ctx, workflows.PaymentWorkflowID(orderID), "")
+	require.NoError(t, err)
+	require.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, d.RawResponse.GetWorkflowExecutionInfo().GetStatus(), "the recovery never fails")
+	got, err := s.Store.GetOrder(ctx, orderID)
+	require.NoError(t, err)
+	assert.True(t, got.Status.Final(), "order %s", got.Status)
+	assert.NotEqual(t, status.OrderConfirmed, got.Status)
+	assert.Equal(t, store.ReservationReleased, got.Reservation)
+	assert.Equal(t, status.PaymentRefunded, got.PaymentStatus)
+	assert.Equal(t, int64(5), stockOf(t, s, "P1").Available)
+	assert.Equal(t, gateway.StatusCancelled, gatewayTx(t, s, first.TransactionKey).Status, "the charge refunded")
+	assert.Equal(t, 1, s.Sim.Stats().Orders[orderID].Refunded)
+	assert.Equal(t, 1, s.Sim.Stats().Orders[orderID].CreateRequests, "a recovery never creates")
+
+	assert.Empty(t, sweep(t, s).Findings, "a second sweep finds nothing")
+}
+
+// Two sweeps at once (the schedule's and `starter reconcile`) over one late
+// SUCCESS start one refund between them: RefundWorkflow's id rule, not luck.
+// Counted in the order's event log, where each refund run records itself.
+func TestReconcileConcurrentSweepsRefundOnce(t *testing.T) {
+	s := testenv.NewStack(t, quietSlow(), nil)
+	ctx := context.Background()
+	o := cancelledWithLateCharge(t, s, "rc-twice")
+
+	results := make(chan workflows.ReconcileResult, 2)
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() {
+			out, err := starter(ctx, s, "reconcile", "--json")
+			var res workflows.ReconcileResult
+			if err == nil {
+				err = json.Unmarshal([]byte(out), &res)
+			}
+			results <- res
+			errs <- err
+		}()
+	}
+	started := 0
+	for range 2 {
+		require.NoError(t, <-errs)
+		for _, f := range (<-results).Findings {
+			if f.Result == workflows.ResultStarted {
+				started++
+			}
+		}
+	}
+	assert.LessOrEqual(t, started, 1, "one refund started between the two sweeps")
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		got, err := s.Store.GetOrder(ctx, "rc-twice")
+		return err == nil && got.PaymentStatus == status.PaymentRefunded
+	}, "payment REFUNDED")
+	events, err := s.Store.Events(ctx, "rc-twice")
+	require.NoError(t, err)
+	refunds := 0
+	for _, e := range events {
+		if e.Kind == store.KindAnomaly && strings.HasPrefix(e.Cause, "late charge refunded") {
+			refunds++
+		}
+	}
+	assert.Equal(t, 1, refunds, "refunded once")
+	assert.Equal(t, gateway.StatusCancelled, gatewayTx(t, s, o.TransactionKey).Status)
+	assert.Empty(t, sweep(t, s).Findings, "a third sweep finds nothing")
+}
