@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/payguard/payguard/activities"
+	"github.com/payguard/payguard/codec"
 	"github.com/payguard/payguard/config"
 	"github.com/payguard/payguard/gateway"
 	"github.com/payguard/payguard/workflows"
@@ -29,6 +30,10 @@ type Config struct {
 	// valid signature) or CallbackAuthLookup (an unsigned one is a hint that
 	// makes the workflow look the transaction up; see callback.go).
 	CallbackAuth string
+	// CodecOrigins may call the codec server from a browser (the Temporal
+	// UI's origin); CodecToken, when set, is the bearer token it requires.
+	CodecOrigins []string
+	CodecToken   string
 	// ShutdownTimeout bounds the wait for in-flight activities on stop.
 	ShutdownTimeout time.Duration
 	// Listener, when set, is used instead of listening on HTTPAddr (tests).
@@ -67,6 +72,9 @@ func ParseFlags(args []string, getenv func(string) string, usage io.Writer) (Con
 	fs.UintVar(&halfOpen, "breaker-half-open-calls", uint(b.HalfOpenCalls), "lookup breaker: trial calls in half-open")
 	fs.StringVar(&c.CallbackAuth, "callback-auth", CallbackAuthSigned,
 		"how callbacks are trusted: signed (a valid X-Signature, else 401) or lookup (a validly signed one as signed; an unsigned one only makes the order's workflow look the transaction up now)")
+	origins := fs.String("codec-cors-origins", config.Env(getenv, "PAYGUARD_CODEC_CORS_ORIGINS", config.DefaultCodecOrigins),
+		"comma-separated browser origins the codec server answers (the Temporal UI's; env PAYGUARD_CODEC_CORS_ORIGINS)")
+	fs.StringVar(&c.CodecToken, "codec-token", getenv("PAYGUARD_CODEC_TOKEN"), "bearer token the codec server requires (env PAYGUARD_CODEC_TOKEN; unset, none: loopback only)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to wait for in-flight activities on shutdown")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
@@ -75,6 +83,7 @@ func ParseFlags(args []string, getenv func(string) string, usage io.Writer) (Con
 		return Config{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	b.MinCalls, b.HalfOpenCalls = uint32(minCalls), uint32(halfOpen)
+	c.CodecOrigins = config.SplitList(*origins)
 	c.Breaker = b
 	return c, c.Validate()
 }
@@ -129,6 +138,7 @@ func (c Config) LogAttrs() []any {
 		"breaker_window", c.Breaker.Window.String(), "breaker_min_calls", c.Breaker.MinCalls,
 		"breaker_failure_rate", c.Breaker.FailureRate, "breaker_open", c.Breaker.OpenFor.String(),
 		"breaker_half_open_calls", c.Breaker.HalfOpenCalls, "callback_auth", c.callbackAuth(),
+		"codec_key_file", c.codecKeySource(), "codec_cors_origins", c.CodecOrigins, "codec_token", config.MaskSecret(c.CodecToken),
 	}
 }
 
@@ -139,4 +149,12 @@ func (c Config) callbackAuth() string {
 		return CallbackAuthSigned
 	}
 	return c.CallbackAuth
+}
+
+// codecKeySource says where the key ring comes from, never the keys.
+func (c Config) codecKeySource() string {
+	if c.CodecKeys != "" {
+		return "(env " + codec.KeysEnv + ")"
+	}
+	return c.CodecKeyFile
 }

@@ -18,10 +18,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/sony/gobreaker/v2"
 	"go.temporal.io/sdk/client"
-	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/payguard/payguard/activities"
+	"github.com/payguard/payguard/codec"
+	"github.com/payguard/payguard/config"
 	"github.com/payguard/payguard/gateway"
 	"github.com/payguard/payguard/store"
 	"github.com/payguard/payguard/workflows"
@@ -53,6 +54,7 @@ type Worker struct {
 	store    *store.Store
 	gateway  *gateway.Client
 	temporal client.Client
+	codec    *codec.Codec
 	worker   worker.Worker
 	http     *http.Server
 	listener net.Listener
@@ -74,6 +76,22 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error
 		logger.Warn("GATEWAY_SECRET is not set: using the public development secret, taken only because the callback endpoint is on loopback")
 	}
 	w := &Worker{cfg: cfg, log: logger, Metrics: NewMetrics(), served: make(chan error, 1)}
+	// The client options come first: a missing codec key or a bad client
+	// config profile is refused before any connection is made.
+	clientOpts, err := cfg.ClientOptions(logger)
+	if err != nil {
+		return nil, err
+	}
+	clientOpts.MetricsHandler = w.Metrics.SDKHandler()
+	w.codec, err = cfg.Codec()
+	if err != nil {
+		return nil, err
+	}
+	logger.Info("temporal client", "address", clientOpts.HostPort, "namespace", clientOpts.Namespace,
+		"tls", clientOpts.ConnectionOptions.TLS != nil, "api_key", clientOpts.Credentials != nil, "codec_keys", w.codec.KeyIDs())
+	if cfg.CodecToken == "" && !config.LoopbackOnly(cfg.listenAddr()) {
+		logger.Warn("the codec server decrypts payloads for anyone who reaches it: set PAYGUARD_CODEC_TOKEN (--codec-token)", "http_addr", cfg.listenAddr())
+	}
 	ok := false
 	defer func() {
 		if !ok {
@@ -100,10 +118,7 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error
 	acts := activities.New(st, w.gateway, w.Breaker, activities.Config{CallbackURL: cfg.CallbackURL, IdempotencyKeys: cfg.IdempotencyKeys}, w.Metrics)
 	w.Activities = acts
 
-	w.temporal, err = dialTemporal(ctx, client.Options{
-		HostPort: cfg.TemporalAddress, Namespace: cfg.Namespace,
-		Logger: sdklog.NewStructuredLogger(logger), MetricsHandler: w.Metrics.SDKHandler(),
-	}, logger)
+	w.temporal, err = dialTemporal(ctx, clientOpts, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -122,6 +137,7 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error
 		secret: []byte(cfg.GatewaySecret), lookupMode: cfg.callbackAuth() == CallbackAuthLookup, metrics: w.Metrics, log: logger, now: time.Now})
 	mux.HandleFunc("GET /healthz", w.healthz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(w.Metrics.Registry, promhttp.HandlerOpts{}))
+	w.codec.Register(mux, codec.ServerOptions{Origins: cfg.CodecOrigins, Token: cfg.CodecToken})
 	w.http = cfg.HTTPTimeouts.Server(mux)
 
 	if err := w.worker.Start(); err != nil {

@@ -1,0 +1,60 @@
+package testenv
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+
+	"github.com/payguard/payguard/codec"
+)
+
+// The payload codec key ring of this test binary: generated on first use,
+// so no test key lives in the repository (the recorded histories' fixed
+// key, workflows/testdata/codec-test-keys, is the one exception: it only
+// opens those fake orders).
+var (
+	keysOnce sync.Once
+	keyRing  string
+	testCdc  *codec.Codec
+)
+
+// CodecKeys is the key ring (PAYGUARD_CODEC_KEYS form) every worker,
+// starter and client of this test binary shares.
+func CodecKeys() string {
+	keysOnce.Do(func() {
+		keyRing = codec.NewKey("test-" + time.Now().UTC().Format("150405"))
+		keys, err := codec.ParseKeys(keyRing)
+		if err != nil {
+			panic(err)
+		}
+		if testCdc, err = codec.New(keys); err != nil {
+			panic(err)
+		}
+	})
+	return keyRing
+}
+
+// Codec is the codec of CodecKeys.
+func Codec() *codec.Codec {
+	CodecKeys()
+	return testCdc
+}
+
+// RawTemporal is a client of the dev server without the codec: it sees the
+// payloads as Temporal stores them, as anyone reading its database would.
+func RawTemporal(t testing.TB) client.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl, err := client.DialContext(ctx, client.Options{HostPort: TemporalAddress(t), Namespace: "default",
+		Logger: sdklog.NewStructuredLogger(Logger(t))})
+	if err != nil {
+		t.Fatalf("dial temporal: %v", err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
