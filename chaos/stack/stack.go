@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 
+	"github.com/payguard/payguard/codec"
 	"github.com/payguard/payguard/config"
 	"github.com/payguard/payguard/store"
 )
@@ -110,7 +111,7 @@ func Start(ctx context.Context, o Options) (s *Stack, err error) {
 			args: append([]string{"--http-addr", httpAddr}, o.WorkerArgs...),
 			env: []string{"TEMPORAL_ADDRESS=" + temporalProxy, "TEMPORAL_NAMESPACE=" + config.DefaultNamespace,
 				"TASK_QUEUE=" + config.DefaultTaskQueue, "DATABASE_URL=" + workerDBURL,
-				"GATEWAY_URL=http://" + gatewayProxy, "GATEWAY_SECRET=" + o.Secret,
+				"GATEWAY_URL=http://" + gatewayProxy, "GATEWAY_SECRET=" + o.Secret, codec.KeysEnv + "=" + s.Temporal.CodecKeys,
 				"CALLBACK_URL=http://" + cbProxy + callbackPath},
 		}}
 		s.Workers = append(s.Workers, w)

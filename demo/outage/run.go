@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
-	sdklog "go.temporal.io/sdk/log"
 
+	"github.com/payguard/payguard/codec"
 	"github.com/payguard/payguard/config"
 	"github.com/payguard/payguard/internal/devserver"
 	"github.com/payguard/payguard/loadgen"
@@ -87,6 +87,10 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err := store.EnsureDatabase(ctx, dbURL); err != nil {
 		return fmt.Errorf("postgres (run `make postgres`): %w", err)
 	}
+	temporalCfg, err := codecKeys(getenv, say)
+	if err != nil {
+		return err
+	}
 	procs := &processes{out: o.Out}
 	defer procs.stopAll(say)
 
@@ -97,10 +101,10 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	ip, port, _ := net.SplitHostPort(temporalAddr)
 	_, uiPort, _ := net.SplitHostPort(uiAddr)
-	if err := procs.start("temporal", filepath.Join(o.Bin, "temporal"), devserver.Args(ip, port, uiPort, dbFile)...); err != nil {
+	if err := procs.start("temporal", filepath.Join(o.Bin, "temporal"), devserver.Args(ip, port, uiPort, config.DefaultCodecEndpoint, dbFile)...); err != nil {
 		return err
 	}
-	cl, err := dialTemporal(ctx, 90*time.Second)
+	cl, err := dialTemporal(ctx, temporalCfg, 90*time.Second)
 	if err != nil {
 		return err
 	}
@@ -113,7 +117,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err := waitHTTP(ctx, "http://"+adminAddr+"/admin/faults", 30*time.Second); err != nil {
 		return fmt.Errorf("pgsim did not come up (see %s): %w", procs.logPath("pgsim"), err)
 	}
-	if err := procs.start("worker", filepath.Join(o.Bin, "worker")); err != nil {
+	if err := procs.start("worker", filepath.Join(o.Bin, "worker"), "--codec-key-file", temporalCfg.CodecKeyFile); err != nil {
 		return err
 	}
 	if err := waitHTTP(ctx, "http://"+workerAddr+"/healthz", 60*time.Second); err != nil {
@@ -168,11 +172,37 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	return nil
 }
 
-func dialTemporal(ctx context.Context, within time.Duration) (client.Client, error) {
+// codecKeys is the demo's Temporal client configuration: the local dev
+// server, and the payload codec key ring from PAYGUARD_CODEC_KEYS or
+// PAYGUARD_CODEC_KEY_FILE, else the development key file, generated on the
+// first run (the worker it starts is given the same file).
+func codecKeys(getenv func(string) string, say func(string, ...any)) (config.Common, error) {
+	c := config.Common{TemporalAddress: temporalAddr, CodecKeys: getenv(codec.KeysEnv),
+		CodecKeyFile: config.Env(getenv, codec.KeyFileEnv, codec.DevKeyFile)}
+	if c.CodecKeys == "" && c.CodecKeyFile == codec.DevKeyFile {
+		created, err := codec.EnsureDevKeyFile(c.CodecKeyFile)
+		if err != nil {
+			return c, fmt.Errorf("development codec key: %w", err)
+		}
+		if created {
+			say("Generated a development payload codec key in %s (git-ignored; payloads in Temporal are encrypted with it).", c.CodecKeyFile)
+		}
+	}
+	if _, err := c.Codec(); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+func dialTemporal(ctx context.Context, cfg config.Common, within time.Duration) (client.Client, error) {
+	opts, err := cfg.ClientOptions(slog.New(slog.DiscardHandler))
+	if err != nil {
+		return nil, err
+	}
 	deadline := time.Now().Add(within)
 	for {
 		dialCtx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		cl, err := client.DialContext(dialCtx, client.Options{HostPort: temporalAddr, Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+		cl, err := client.DialContext(dialCtx, opts)
 		cancel()
 		if err == nil {
 			return cl, nil

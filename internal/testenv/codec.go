@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -23,10 +24,19 @@ var (
 )
 
 // CodecKeys is the key ring (PAYGUARD_CODEC_KEYS form) every worker,
-// starter and client of this test binary shares.
+// starter and client of this test binary shares: the ring in the file
+// PAYGUARD_TEST_CODEC_KEY_FILE names when set (`make record-histories`
+// records with the replay tests' key), else a fresh key.
 func CodecKeys() string {
 	keysOnce.Do(func() {
 		keyRing = codec.NewKey("test-" + time.Now().UTC().Format("150405"))
+		if path := os.Getenv("PAYGUARD_TEST_CODEC_KEY_FILE"); path != "" {
+			raw, err := os.ReadFile(path)
+			if err != nil {
+				panic(err)
+			}
+			keyRing = string(raw)
+		}
 		keys, err := codec.ParseKeys(keyRing)
 		if err != nil {
 			panic(err)
