@@ -46,13 +46,13 @@ type Common struct {
 	Namespace       string
 	// CodecKeys is the payload codec's key ring inline (PAYGUARD_CODEC_KEYS,
 	// environment only: a key stays out of argv); it wins over CodecKeyFile.
-	CodecKeys    string
-	CodecKeyFile string
-	TaskQueue       string
-	DatabaseURL     string
-	GatewayURL      string
-	GatewaySecret   string
-	CallbackURL     string
+	CodecKeys     string
+	CodecKeyFile  string
+	TaskQueue     string
+	DatabaseURL   string
+	GatewayURL    string
+	GatewaySecret string
+	CallbackURL   string
 	// getenv is the environment ClientOptions reads the Temporal client
 	// settings from (nil: none, as for a Common built in code).
 	getenv func(string) string

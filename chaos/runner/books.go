@@ -16,10 +16,10 @@ import (
 
 	"github.com/payguard/payguard/chaos/check"
 	"github.com/payguard/payguard/chaos/stack"
+	"github.com/payguard/payguard/config"
 	"github.com/payguard/payguard/gateway"
 	"github.com/payguard/payguard/pgsim/simulator"
 	"github.com/payguard/payguard/store"
-	"github.com/payguard/payguard/config"
 	"github.com/payguard/payguard/workflows"
 )
 

@@ -31,7 +31,7 @@ type Temporal struct {
 	// workers and the run's own client share it.
 	CodecKeys string
 	proc      *proc
-	mu   sync.Mutex // one restart at a time
+	mu        sync.Mutex // one restart at a time
 }
 
 func startTemporal(ctx context.Context, cli, out string) (*Temporal, error) {
