@@ -11,11 +11,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/payguard/payguard/codec"
+	"github.com/payguard/payguard/internal/testenv"
 	"github.com/payguard/payguard/workflows"
 )
 
@@ -118,8 +120,7 @@ func TestRecordedHistoriesAreEncrypted(t *testing.T) {
 		raw, err := os.ReadFile(filepath.Join("testdata", name+".json"))
 		require.NoError(t, err)
 		text := string(raw)
-		assert.False(t, strings.Contains(text, "9814"), "%s: no card digits in clear", name)
-		assert.False(t, strings.Contains(text, base64.StdEncoding.EncodeToString([]byte(`{"orderId"`))[:12]), "%s: no JSON payload in clear", name)
+		assert.Empty(t, testenv.CardInClear(text, "1234-5678-9814-1451"), "%s: no card data in clear", name)
 		assert.True(t, strings.Contains(text, base64.StdEncoding.EncodeToString([]byte(codec.EncodingEncrypted))), "%s: encrypted payloads", name)
 	}
 	raw, err := os.ReadFile(filepath.Join("testdata", "before_encryption_callback_success.json"))
@@ -127,17 +128,35 @@ func TestRecordedHistoriesAreEncrypted(t *testing.T) {
 	assert.False(t, strings.Contains(string(raw), base64.StdEncoding.EncodeToString([]byte(codec.EncodingEncrypted))))
 }
 
-// Without the key, an encrypted history does not replay: the error names
-// the key it lacks rather than running the workflow on garbage.
+// Without the key, an encrypted history does not replay, and its payloads
+// decode to an error naming the key it lacks, never to garbage.
 func TestEncryptedHistoryNeedsItsKey(t *testing.T) {
 	keys, err := codec.ParseKeys(codec.NewKey("other"))
 	require.NoError(t, err)
-	cd, err := codec.New(keys)
+	wrong, err := codec.New(keys)
 	require.NoError(t, err)
-	r, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{DataConverter: cd.DataConverter(), FailureConverter: cd.FailureConverter()})
+	r, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{DataConverter: wrong.DataConverter(), FailureConverter: wrong.FailureConverter()})
 	require.NoError(t, err)
 	workflows.New(workflows.DefaultTuning()).Register(r)
-	err = r.ReplayWorkflowHistoryFromJSONFile(replayLogger(), filepath.Join("testdata", "callback_success.json"))
+	path := filepath.Join("testdata", "callback_success.json")
+	require.Error(t, r.ReplayWorkflowHistoryFromJSONFile(replayLogger(), path))
+
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	h, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
+	require.NoError(t, err)
+	input := h.Events[0].GetWorkflowExecutionStartedEventAttributes().GetInput()
+	var in workflows.PaymentInput
+	err = wrong.DataConverter().FromPayloads(input, &in)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "which this process does not have")
+	assert.Contains(t, err.Error(), `payload encrypted with key "replay-test-1", which this process does not have (its keys: other)`)
+	assert.Empty(t, in.CardNo)
+
+	keys, err = codec.LoadKeys("", testdataCodecKeys)
+	require.NoError(t, err)
+	right, err := codec.New(keys)
+	require.NoError(t, err)
+	require.NoError(t, right.DataConverter().FromPayloads(input, &in))
+	assert.Equal(t, "1234-5678-9814-1451", in.CardNo)
 }

@@ -2,7 +2,9 @@ package testenv
 
 import (
 	"context"
+	"encoding/base64"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -67,4 +69,23 @@ func RawTemporal(t testing.TB) client.Client {
 	}
 	t.Cleanup(cl.Close)
 	return cl
+}
+
+// CardInClear returns the first form in which text shows cardNo in clear —
+// as is, its last eight characters, the "cardNo" JSON key, or base64 of any
+// of them at each alignment inside longer base64 data (history JSON carries
+// payload bytes in base64) — or "" when it shows none.
+func CardInClear(text, cardNo string) string {
+	for _, needle := range []string{cardNo, cardNo[len(cardNo)-9:], `"cardNo"`} {
+		if strings.Contains(text, needle) {
+			return needle
+		}
+		for shift := 0; shift < 3; shift++ {
+			enc := base64.StdEncoding.EncodeToString([]byte(strings.Repeat("x", shift) + needle))
+			if inner := enc[4 : len(enc)-4]; strings.Contains(text, inner) {
+				return inner
+			}
+		}
+	}
+	return ""
 }
