@@ -32,9 +32,11 @@ type ServerOptions struct {
 
 // Handler serves EncodePath and DecodePath with the SDK's own codec HTTP
 // handler (the protocol's reference implementation), behind CORS for the
-// UI's origin and the optional bearer token.
+// UI's origin and the optional bearer token. What it decodes is for people
+// to read, so card numbers come out masked (displayMask): programs decode
+// with the key ring themselves, never through this server.
 func (c *Codec) Handler(o ServerOptions) http.Handler {
-	inner := converter.NewPayloadCodecHTTPHandler(c)
+	inner := converter.NewPayloadCodecHTTPHandler(c, displayMask{})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if origin := r.Header.Get("Origin"); origin != "" {
 			if !slices.Contains(o.Origins, origin) {

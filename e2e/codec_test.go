@@ -40,19 +40,19 @@ func TestCardDataNeverInClearInTemporal(t *testing.T) {
 	s := testenv.NewStack(t, quietSlow(), nil)
 	setStock(t, s, "P1", 10)
 	ctx := context.Background()
-	placeOrder(t, s, "enc-1", "P1", 1, "--card-no", cardNo)
-	o := waitOrder(t, s, "enc-1", status.OrderPending, 30*time.Second)
+	placeOrder(t, s, "enc-order-1", "P1", 1, "--card-no", cardNo)
+	o := waitOrder(t, s, "enc-order-1", status.OrderPending, 30*time.Second)
 	testenv.Admin(t, s.Sim, "POST", "/admin/transactions/"+o.TransactionKey+"/resolve", map[string]any{"status": "SUCCESS", "callback": true}, nil)
-	waitOrder(t, s, "enc-1", status.OrderConfirmed, 30*time.Second)
-	assert.Equal(t, status.OrderConfirmed, workflowState(t, s, "enc-1").Status, "the query answers through the codec")
+	waitOrder(t, s, "enc-order-1", status.OrderConfirmed, 30*time.Second)
+	assert.Equal(t, o.TransactionKey, workflowState(t, s, "enc-order-1").TransactionKey, "the query answers through the codec")
 
-	memoRun, err := testenv.Temporal(t).ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.PaymentWorkflowID("enc-memo"),
+	memoRun, err := testenv.Temporal(t).ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.PaymentWorkflowID("enc-memo-order"),
 		TaskQueue: s.TaskQueue, Memo: map[string]any{"card": cardNo}}, workflows.PaymentWorkflowName,
-		workflows.PaymentInput{OrderID: "enc-memo", ProductID: "P1", Quantity: 1000, Amount: 5000, UserID: "u", CardType: "SAMSUNG", CardNo: cardNo})
+		workflows.PaymentInput{OrderID: "enc-memo-order", ProductID: "P1", Quantity: 1000, Amount: 5000, UserID: "u", CardType: "SAMSUNG", CardNo: cardNo})
 	require.NoError(t, err)
 	_ = memoRun.Get(ctx, nil) // out of stock: rejected at once
 	var ids []string
-	for _, id := range []string{"enc-1", "enc-memo"} {
+	for _, id := range []string{"enc-order-1", "enc-memo-order"} {
 		ids = append(ids, workflows.PaymentWorkflowID(id))
 	}
 
@@ -101,8 +101,8 @@ func TestCardDataNeverInClearInTemporal(t *testing.T) {
 	assert.Equal(t, cardNo, memo)
 }
 
-// The worker's codec server decodes what Temporal holds for whoever
-// presents the key's trust: the UI's protocol, on the worker's port.
+// The worker's codec server decodes what Temporal holds, on the worker's
+// port, in the UI's protocol, for whoever presents its bearer token.
 func TestWorkerServesTheCodec(t *testing.T) {
 	t.Parallel()
 	s := testenv.NewStack(t, quietSlow(), func(c *service.Config) { c.CodecToken = "tok" })
@@ -112,11 +112,19 @@ func TestWorkerServesTheCodec(t *testing.T) {
 			r.Header.Set("Authorization", "Bearer tok")
 			return nil
 		}})
-	plain, err := converter.GetDefaultDataConverter().ToPayload(map[string]string{"cardNo": cardNo})
+	in := workflows.PaymentInput{OrderID: "o-codec-1", Amount: 5000, CardType: "KB", CardNo: cardNo}
+	plain, err := converter.GetDefaultDataConverter().ToPayload(in)
 	require.NoError(t, err)
 	enc, err := testenv.Codec().Encode([]*commonpb.Payload{plain})
 	require.NoError(t, err)
 	dec, err := remote.Decode(enc)
 	require.NoError(t, err)
-	assert.Contains(t, string(dec[0].GetData()), cardNo)
+	var shown workflows.PaymentInput
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayload(dec[0], &shown))
+	in.CardNo = "****1451"
+	assert.Equal(t, in, shown, "decoded for a person: everything, the card masked")
+
+	noToken := converter.NewRemotePayloadCodec(converter.RemotePayloadCodecOptions{Endpoint: "http://" + s.Worker.Addr() + codec.Endpoint})
+	_, err = noToken.Decode(enc)
+	assert.ErrorContains(t, err, "bearer token")
 }

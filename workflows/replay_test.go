@@ -126,6 +126,7 @@ func TestRecordedHistoriesAreEncrypted(t *testing.T) {
 	raw, err := os.ReadFile(filepath.Join("testdata", "before_encryption_callback_success.json"))
 	require.NoError(t, err)
 	assert.False(t, strings.Contains(string(raw), base64.StdEncoding.EncodeToString([]byte(codec.EncodingEncrypted))))
+	assert.NotEmpty(t, testenv.CardInClear(string(raw), "1234-5678-9814-1451"), "the check above finds a card where there is one")
 }
 
 // Without the key, an encrypted history does not replay, and its payloads
