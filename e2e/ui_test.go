@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"context"
+	"encoding/base64"
 	"net/url"
 	"os"
 	"os/exec"
@@ -130,7 +131,8 @@ func TestTemporalUIShowsTheOrders(t *testing.T) {
 	// Without a codec endpoint the UI has only what Temporal stores:
 	// ciphertext, so neither the card nor the order's story shows.
 	orderPage := ui + "/namespaces/default/workflows/" + workflows.PaymentWorkflowID("ui-ok-1") + "/" + runID + "/history"
-	sealed := page("order-encrypted", orderPage, "gateway-callback", "binary/encrypted")
+	// The UI prints payload metadata in base64: "binary/encrypted".
+	sealed := page("order-encrypted", orderPage, "gateway-callback", base64.StdEncoding.EncodeToString([]byte(codec.EncodingEncrypted)))
 	assert.NotContains(t, sealed, "9814-1451", "no card number without the codec")
 	assert.NotContains(t, sealed, "Reserve 2 × P1", "summaries are encrypted too")
 
