@@ -82,9 +82,9 @@ func TestCardDataNeverInClearInTemporal(t *testing.T) {
 			assert.Empty(t, inClear(string(text)), "event %d %s of %s", e.GetEventId(), e.GetEventType(), id)
 			payloads += strings.Count(string(text), `"metadata"`)
 		}
-		desc, err := raw.DescribeWorkflowExecution(ctx, id, "")
+		desc, err := raw.DescribeWorkflow(ctx, id, "")
 		require.NoError(t, err)
-		text, _ := protojson.Marshal(desc)
+		text, _ := protojson.Marshal(desc.RawResponse)
 		assert.Empty(t, inClear(string(text)), "describe (memo) of %s", id)
 	}
 	assert.Greater(t, payloads, 10)
@@ -94,10 +94,10 @@ func TestCardDataNeverInClearInTemporal(t *testing.T) {
 	require.NoError(t, err)
 	var st workflows.State
 	assert.Error(t, q.Get(&st), "an encrypted query answer is not JSON")
-	desc, err := testenv.Temporal(t).DescribeWorkflowExecution(ctx, ids[1], "")
+	desc, err := testenv.Temporal(t).DescribeWorkflow(ctx, ids[1], "")
 	require.NoError(t, err)
 	var memo string
-	require.NoError(t, testenv.Codec().DataConverter().FromPayload(desc.WorkflowExecutionInfo.Memo.Fields["card"], &memo))
+	require.NoError(t, testenv.Codec().DataConverter().FromPayload(desc.RawResponse.GetWorkflowExecutionInfo().GetMemo().GetFields()["card"], &memo))
 	assert.Equal(t, cardNo, memo)
 }
 

@@ -9,14 +9,12 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"log/slog"
 	"net/url"
 	"path/filepath"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"go.temporal.io/sdk/client"
-	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/payguard/payguard/codec"
 	"github.com/payguard/payguard/config"
@@ -190,5 +188,3 @@ func (s *Stack) Stop(dropDB bool) {
 		}
 	}
 }
-
-func quietLogger() sdklog.Logger { return sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)) }
