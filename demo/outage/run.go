@@ -174,12 +174,12 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 
 // codecKeys is the demo's Temporal client configuration: the local dev
 // server, and the payload codec key ring from PAYGUARD_CODEC_KEYS or
-// PAYGUARD_CODEC_KEY_FILE, else the development key file, generated on the
-// first run (the worker it starts is given the same file).
+// PAYGUARD_CODEC_KEY_FILE, else the development key file; the file is
+// generated on the first run (the worker it starts is given the same file).
 func codecKeys(getenv func(string) string, say func(string, ...any)) (config.Common, error) {
 	c := config.Common{TemporalAddress: temporalAddr, CodecKeys: getenv(codec.KeysEnv),
 		CodecKeyFile: config.Env(getenv, codec.KeyFileEnv, codec.DevKeyFile)}
-	if c.CodecKeys == "" && c.CodecKeyFile == codec.DevKeyFile {
+	if c.CodecKeys == "" {
 		created, err := codec.EnsureDevKeyFile(c.CodecKeyFile)
 		if err != nil {
 			return c, fmt.Errorf("development codec key: %w", err)
