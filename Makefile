@@ -13,7 +13,7 @@ TEMPORAL      := $(BIN)/temporal
 STATICCHECK   := $(BIN)/staticcheck
 WORKFLOWCHECK := $(BIN)/workflowcheck
 
-.PHONY: help tools postgres check fmt-check vet staticcheck workflowcheck test test-short ci build demo chaos chaos-ci dev-server pgsim worker record-histories chromium promtool
+.PHONY: help tools postgres codec-key check fmt-check vet staticcheck workflowcheck test test-short ci build demo chaos chaos-ci dev-server pgsim worker record-histories chromium promtool
 
 help:
 	@echo "make demo   - the outage demo on the real stack (see README)"
@@ -21,6 +21,7 @@ help:
 	@echo "make test-short - the tests that need no service (PostgreSQL, Temporal, Chromium, promtool), for the edit-test loop"
 	@echo "make build  - build pgsim, worker and starter into bin/"
 	@echo "make chaos  - seeded faults on the real stack, books checked (SEED=1 SEEDS=20 CHAOS_ARGS=...)"
+	@echo "make codec-key - a development payload codec key in $(CODEC_KEY_FILE) (the demo makes one itself)"
 
 $(TEMPORAL):
 	@echo "Building the temporal CLI $(TEMPORAL_CLI_VERSION) (first time: 2-3 minutes)..."
@@ -36,6 +37,19 @@ tools: $(TEMPORAL) $(STATICCHECK) $(WORKFLOWCHECK)
 
 postgres:
 	@scripts/ensure-postgres.sh
+
+# A development key ring for the payload codec (codec.DevKeyFile, which the
+# worker and starter read when neither PAYGUARD_CODEC_KEYS nor
+# PAYGUARD_CODEC_KEY_FILE is set), made once and kept: payloads written
+# with it must stay readable. Never for production.
+CODEC_KEY_FILE ?= .payguard/codec-keys
+codec-key:
+	@if [ ! -s "$(CODEC_KEY_FILE)" ]; then \
+		mkdir -p "$$(dirname "$(CODEC_KEY_FILE)")" && (umask 077; { \
+		echo "# payguard development payload codec keys, generated on first use: never commit,"; \
+		echo "# never use in production. First line encrypts; every line decrypts."; \
+		echo "dev-1:$$(head -c 32 /dev/urandom | base64)"; } > "$(CODEC_KEY_FILE)") && \
+		echo "Generated a development payload codec key in $(CODEC_KEY_FILE)."; fi
 
 # Debian's Chromium for the Temporal UI test (headless, driven by chromedp).
 chromium:
@@ -108,7 +122,7 @@ chaos-ci:
 
 # Re-record workflows/testdata from real runs of each workflow path.
 record-histories: $(TEMPORAL) postgres
-	PAYGUARD_RECORD_HISTORIES=1 PAYGUARD_TEMPORAL_CLI=$(TEMPORAL) go test -count=1 -run TestRecordReplayHistories ./e2e/
+	PAYGUARD_RECORD_HISTORIES=1 PAYGUARD_TEST_CODEC_KEY_FILE=$(CURDIR)/workflows/testdata/codec-test-keys PAYGUARD_TEMPORAL_CLI=$(TEMPORAL) go test -count=1 -run TestRecordReplayHistories ./e2e/
 
 # The pieces of the stack, one per terminal, for running it by hand.
 dev-server: $(TEMPORAL)
@@ -117,5 +131,5 @@ dev-server: $(TEMPORAL)
 pgsim:
 	go run ./pgsim
 
-worker: postgres
+worker: postgres codec-key
 	go run ./worker

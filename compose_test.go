@@ -3,8 +3,10 @@ package payguard_test
 import (
 	"bufio"
 	"context"
+	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/url"
 	"os"
@@ -17,6 +19,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/payguard/payguard/codec"
+	"github.com/payguard/payguard/config"
 	"github.com/payguard/payguard/gateway"
 	"github.com/payguard/payguard/internal/devserver"
 	"github.com/payguard/payguard/pgsim/simulator"
@@ -155,7 +159,7 @@ func interpolate(value string, host map[string]string) (string, error) {
 }
 
 // hostSecret is the environment compose runs in for these tests.
-var hostSecret = map[string]string{"GATEWAY_SECRET": "compose-test-secret"}
+var hostSecret = map[string]string{"GATEWAY_SECRET": "compose-test-secret", codec.KeysEnv: codec.NewKey("compose-test")}
 
 // serviceEnv is a service's environment as compose hands it over from host.
 func serviceEnv(t *testing.T, s composeService, host map[string]string) map[string]string {
@@ -223,6 +227,8 @@ func TestComposeMatchesTheCode(t *testing.T) {
 		env := newReadEnv(serviceEnv(t, w, hostSecret))
 		cfg, err := service.ParseFlags(w.Command, env.get, io.Discard)
 		require.NoError(t, err, "the worker accepts its compose command and environment")
+		opts, err := cfg.ClientOptions(slog.New(slog.DiscardHandler)) // reads TEMPORAL_* as the worker does before dialling
+		require.NoError(t, err)
 		for k := range w.Environment {
 			assert.True(t, env.asked[k], "worker environment %s is read by the worker (it reads %v)", k, keys(env.asked))
 		}
@@ -237,7 +243,7 @@ func TestComposeMatchesTheCode(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, want, u.Hostname())
 		}
-		assert.Equal(t, "temporal:7233", cfg.TemporalAddress)
+		assert.Equal(t, "temporal:7233", opts.HostPort)
 		db, err := url.Parse(cfg.DatabaseURL)
 		require.NoError(t, err)
 		assert.Equal(t, "postgres", db.Hostname())
@@ -274,6 +280,12 @@ func TestComposeMatchesTheCode(t *testing.T) {
 		values["DATABASE_URL"] = "postgres://nobody@127.0.0.1:1/x?connect_timeout=1"
 		env.values = values
 		_ = cli.Run(context.Background(), []string{"stock", "show", "P1"}, cli.Env{Getenv: env.get, Stdout: io.Discard, Stderr: io.Discard})
+		// The Temporal settings are read when a command dials, through the
+		// one builder of client options.
+		var common config.Common
+		common.Register(flag.NewFlagSet("starter", flag.ContinueOnError), env.get)
+		_, err := common.ClientOptions(slog.New(slog.DiscardHandler))
+		require.NoError(t, err)
 		for k := range s.Environment {
 			assert.True(t, env.asked[k], "starter environment %s is read by the starter", k)
 		}
@@ -289,6 +301,11 @@ func TestComposeMatchesTheCode(t *testing.T) {
 		}
 		assert.ElementsMatch(t, []string{flagValue(tm.Command, "--port"), flagValue(tm.Command, "--ui-port")}, published)
 		assert.Equal(t, "temporal:"+flagValue(tm.Command, "--port"), c.Services["worker"].Environment["TEMPORAL_ADDRESS"])
+		codecURL := mustURL(t, flagValue(tm.Command, "--ui-codec-endpoint"))
+		assert.Equal(t, codec.Endpoint, codecURL.Path, "the UI calls the worker's codec server")
+		assert.Contains(t, c.Services["worker"].Ports, "127.0.0.1:"+codecURL.Port()+":"+portOf(t, flagValue(c.Services["worker"].Command, "--http-addr")),
+			"on the port the worker's HTTP endpoints are published on")
+		assert.Equal(t, config.DefaultCodecEndpoint, codecURL.String())
 	})
 
 	t.Run("postgres", func(t *testing.T) {
@@ -350,4 +367,17 @@ func TestDevServerScriptMatchesTheGoDefinition(t *testing.T) {
 	require.NoError(t, err)
 	cmdline := strings.Join(strings.Fields(strings.ReplaceAll(string(raw), "\\\n", " ")), " ")
 	assertFlagPairs(t, cmdline, devserver.SearchAttributeArgs(), devserver.TuningArgs, devserver.SQLiteArgs)
+	assertFlagPairs(t, cmdline, []string{"--ui-codec-endpoint", config.DefaultCodecEndpoint})
+}
+
+// compose starts nothing without a codec key from the host: payloads are
+// never written in clear.
+func TestComposeRequiresACodecKey(t *testing.T) {
+	c := loadCompose(t)
+	for _, name := range []string{"worker", "starter"} {
+		raw, ok := c.Services[name].Environment[codec.KeysEnv]
+		require.True(t, ok, "%s is given %s", name, codec.KeysEnv)
+		_, err := interpolate(raw, map[string]string{})
+		assert.Error(t, err, "%s starts without a key", name)
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/payguard/payguard/codec"
 	"github.com/payguard/payguard/gateway"
 )
 
@@ -29,17 +30,32 @@ const (
 	DefaultGatewayURL     = "http://" + DefaultPgsimAddr
 	DefaultCallbackURL    = "http://" + DefaultWorkerAddr + "/callbacks/gateway"
 	DefaultMetricsURL     = "http://" + DefaultWorkerAddr + "/metrics"
+	// DefaultCodecEndpoint is the worker's codec server, as the local
+	// Temporal UI is told to call it (--ui-codec-endpoint).
+	DefaultCodecEndpoint = "http://" + DefaultWorkerAddr + codec.Endpoint
+	// DefaultCodecOrigins are the local Temporal UI's origins, the browser
+	// pages the codec server answers by default.
+	DefaultCodecOrigins = "http://" + DefaultTemporalUIAddr + ",http://localhost:8233"
 )
 
 // Common are the settings shared by the worker and the starter.
 type Common struct {
+	// TemporalAddress and Namespace, when set (the flags), win over the
+	// environment and the client config profile (ClientOptions).
 	TemporalAddress string
 	Namespace       string
-	TaskQueue       string
-	DatabaseURL     string
-	GatewayURL      string
-	GatewaySecret   string
-	CallbackURL     string
+	// CodecKeys is the payload codec's key ring inline (PAYGUARD_CODEC_KEYS,
+	// environment only: a key stays out of argv); it wins over CodecKeyFile.
+	CodecKeys     string
+	CodecKeyFile  string
+	TaskQueue     string
+	DatabaseURL   string
+	GatewayURL    string
+	GatewaySecret string
+	CallbackURL   string
+	// getenv is the environment ClientOptions reads the Temporal client
+	// settings from (nil: none, as for a Common built in code).
+	getenv func(string) string
 }
 
 // Env returns getenv(key), or fallback when it is empty.
@@ -59,8 +75,12 @@ func GatewaySecret(getenv func(string) string) string {
 
 // Register adds the shared flags to fs, defaulting from the environment.
 func (c *Common) Register(fs *flag.FlagSet, getenv func(string) string) {
-	fs.StringVar(&c.TemporalAddress, "temporal-address", Env(getenv, "TEMPORAL_ADDRESS", DefaultTemporalAddress), "Temporal frontend host:port (env TEMPORAL_ADDRESS)")
-	fs.StringVar(&c.Namespace, "temporal-namespace", Env(getenv, "TEMPORAL_NAMESPACE", DefaultNamespace), "Temporal namespace (env TEMPORAL_NAMESPACE)")
+	c.getenv = getenv
+	c.CodecKeys = getenv(codec.KeysEnv)
+	fs.StringVar(&c.TemporalAddress, "temporal-address", "", "Temporal frontend host:port (default: env TEMPORAL_ADDRESS, else the client config profile's, else "+DefaultTemporalAddress+")")
+	fs.StringVar(&c.Namespace, "temporal-namespace", "", "Temporal namespace (default: env TEMPORAL_NAMESPACE, else the client config profile's, else "+DefaultNamespace+")")
+	fs.StringVar(&c.CodecKeyFile, "codec-key-file", Env(getenv, codec.KeyFileEnv, codec.DevKeyFile),
+		"payload codec key ring file, lines id:base64-key, the first encrypts (env "+codec.KeyFileEnv+"; env "+codec.KeysEnv+" holds the ring inline and wins)")
 	fs.StringVar(&c.TaskQueue, "task-queue", Env(getenv, "TASK_QUEUE", DefaultTaskQueue), "task queue (env TASK_QUEUE)")
 	fs.StringVar(&c.DatabaseURL, "database-url", Env(getenv, "DATABASE_URL", DefaultDatabaseURL), "PostgreSQL URL (env DATABASE_URL)")
 	fs.StringVar(&c.GatewayURL, "gateway-url", Env(getenv, "GATEWAY_URL", DefaultGatewayURL), "payment gateway base URL (env GATEWAY_URL)")
@@ -71,9 +91,6 @@ func (c *Common) Register(fs *flag.FlagSet, getenv func(string) string) {
 // Validate checks the shared settings.
 func (c *Common) Validate() error {
 	var problems []string
-	if c.TemporalAddress == "" {
-		problems = append(problems, "temporal address is empty")
-	}
 	if c.TaskQueue == "" {
 		problems = append(problems, "task queue is empty")
 	}
@@ -140,4 +157,15 @@ func MaskSecret(s string) string {
 		return "(development default)"
 	}
 	return "****"
+}
+
+// SplitList splits a comma-separated flag value, dropping empty items.
+func SplitList(s string) []string {
+	var out []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
 }

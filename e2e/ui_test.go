@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"context"
+	"encoding/base64"
 	"net/url"
 	"os"
 	"os/exec"
@@ -14,9 +15,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/payguard/payguard/codec"
 	"github.com/payguard/payguard/internal/devserver"
 	"github.com/payguard/payguard/internal/testenv"
 	"github.com/payguard/payguard/status"
+	"github.com/payguard/payguard/worker/service"
 	"github.com/payguard/payguard/workflows"
 )
 
@@ -49,7 +52,8 @@ func chromium(t *testing.T) string {
 // story (activity summaries, the callback signal).
 func TestTemporalUIShowsTheOrders(t *testing.T) {
 	t.Parallel()
-	s := testenv.NewStack(t, quietSlow(), nil)
+	// The worker's codec server answers the browser page of this UI.
+	s := testenv.NewStack(t, quietSlow(), func(c *service.Config) { c.CodecOrigins = []string{testenv.TemporalUIURL(t)} })
 	setStock(t, s, "P1", 10)
 	ctx := context.Background()
 	resolve := func(orderID, st string) {
@@ -124,7 +128,21 @@ func TestTemporalUIShowsTheOrders(t *testing.T) {
 	cancelled := page("filter-cancelled", ui+"/namespaces/default/workflows?query="+url.QueryEscape(`OrderStatus="CANCELLED"`), "order-ui-late")
 	assert.NotContains(t, cancelled, "order-ui-ok")
 
-	story := page("order", ui+"/namespaces/default/workflows/"+workflows.PaymentWorkflowID("ui-ok-1")+"/"+runID+"/history",
-		"Order ui-ok-1: 2 × P1 for 5000", "gateway-callback", "Charge 5000 for order ui-ok")
+	// Without a codec endpoint the UI has only what Temporal stores:
+	// ciphertext, so neither the card nor the order's story shows.
+	orderPage := ui + "/namespaces/default/workflows/" + workflows.PaymentWorkflowID("ui-ok-1") + "/" + runID + "/history"
+	// The UI prints payload metadata in base64: "binary/encrypted".
+	sealed := page("order-encrypted", orderPage, "gateway-callback", base64.StdEncoding.EncodeToString([]byte(codec.EncodingEncrypted)))
+	assert.NotContains(t, sealed, "9814-1451", "no card number without the codec")
+	assert.NotContains(t, sealed, "Reserve 2 × P1", "summaries are encrypted too")
+
+	// With the worker's codec server as the UI's codec endpoint (set in the
+	// browser, as the UI's codec settings do; the demo and scripts give it
+	// to the dev server with --ui-codec-endpoint) the page decodes: the
+	// story, and the input with the card masked by the codec server.
+	_, err = chromedp.Run(browser, chromedp.Evaluate[bool](`localStorage.setItem("endpoint", JSON.stringify("http://`+s.Worker.Addr()+codec.Endpoint+`")), true`))
+	require.NoError(t, err)
+	story := page("order", orderPage, "Order ui-ok-1: 2 × P1 for 5000", "gateway-callback", "Charge 5000 for order ui-ok", "****1451")
 	assert.Contains(t, story, "Reserve 2 × P1 for order ui-ok-1 (amount 5000)")
+	assert.NotContains(t, story, "9814-1451", "the card shows masked, never in full")
 }

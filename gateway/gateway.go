@@ -74,6 +74,23 @@ var CardTypes = []string{"SAMSUNG", "KB", "HYUNDAI"}
 // starter checks before an order starts and pgsim enforces.
 var CardNoPattern = regexp.MustCompile(`^\d{4}-\d{4}-\d{4}-\d{4}$`)
 
+// MaskCardNo is how a card number appears anywhere but the gateway request
+// itself — logs, activity summaries, errors, command output: its last four
+// digits only ("****1451"), whatever its format, so even a mistyped number
+// is not printed in full. The one owner of card masking.
+func MaskCardNo(cardNo string) string {
+	digits := make([]byte, 0, len(cardNo))
+	for i := 0; i < len(cardNo); i++ {
+		if c := cardNo[i]; c >= '0' && c <= '9' {
+			digits = append(digits, c)
+		}
+	}
+	if len(digits) < 8 { // too short to show four digits and hide the rest
+		return "****"
+	}
+	return "****" + string(digits[len(digits)-4:])
+}
+
 // CreateRequest is the body of POST /api/v1/payments.
 type CreateRequest struct {
 	OrderID     string `json:"orderId"`

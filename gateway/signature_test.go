@@ -31,3 +31,16 @@ func TestVerify(t *testing.T) {
 	later := strconv.FormatInt(now.Unix()+1, 10)
 	assert.ErrorIs(t, gateway.Verify(secret, later, sig, body, now, gateway.DefaultTolerance), gateway.ErrBadSignature)
 }
+
+// Card numbers leave the gateway request only masked: last four digits.
+func TestMaskCardNo(t *testing.T) {
+	for in, want := range map[string]string{
+		"1234-5678-9814-1451": "****1451",
+		"1234567898141451":    "****1451",
+		"1234-5678-9814-145":  "****4145",
+		"1234":                "****",
+		"":                    "****",
+	} {
+		assert.Equal(t, want, gateway.MaskCardNo(in), in)
+	}
+}

@@ -92,7 +92,7 @@ func checkCard(cardType, cardNo string) error {
 		return fmt.Errorf("--card-type must be one of %s, got %q", strings.Join(gateway.CardTypes, ", "), cardType)
 	}
 	if !gateway.CardNoPattern.MatchString(cardNo) {
-		return fmt.Errorf("--card-no must look like dddd-dddd-dddd-dddd, got %q", cardNo)
+		return fmt.Errorf("--card-no must look like dddd-dddd-dddd-dddd, got %d characters ending %s", len(cardNo), gateway.MaskCardNo(cardNo))
 	}
 	return nil
 }

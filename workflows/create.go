@@ -50,14 +50,14 @@ func (p *payment) send(ctx workflow.Context, budget int, grant string) (sendResu
 			NonRetryableErrorTypes: []string{activities.ErrGatewayOutcomeUnknown, activities.ErrGatewayRejected,
 				activities.ErrIllegalTransition, activities.ErrInvalidOrder},
 		},
-		Summary: fmt.Sprintf("Charge %d for order %s (%s card, up to %d tries)", p.in.Amount, p.in.OrderID, p.in.CardType, budget),
+		Summary: fmt.Sprintf("Charge %d for order %s (%s card %s, up to %d tries)", p.in.Amount, p.in.OrderID, p.in.CardType, gateway.MaskCardNo(p.in.CardNo), budget),
 	}
 	if p.v >= moneySafe {
 		in.Limit, in.Grant = p.tuning.RequestAttempts, grant
 		opts.RetryPolicy.MaximumAttempts = 0
 		opts.RetryPolicy.MaximumInterval = 10 * time.Second
-		opts.Summary = fmt.Sprintf("Charge %d for order %s (%s card, create %d of at most %d)", p.in.Amount, p.in.OrderID,
-			p.in.CardType, p.state.Attempts+1, p.tuning.RequestAttempts)
+		opts.Summary = fmt.Sprintf("Charge %d for order %s (%s card %s, create %d of at most %d)", p.in.Amount, p.in.OrderID,
+			p.in.CardType, gateway.MaskCardNo(p.in.CardNo), p.state.Attempts+1, p.tuning.RequestAttempts)
 	}
 	var res activities.RequestResult
 	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), a.RequestPayment, in).Get(ctx, &res)

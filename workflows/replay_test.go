@@ -1,6 +1,7 @@
 package workflows_test
 
 import (
+	"encoding/base64"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -10,10 +11,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/payguard/payguard/codec"
+	"github.com/payguard/payguard/internal/testenv"
 	"github.com/payguard/payguard/workflows"
 )
 
@@ -35,6 +39,25 @@ var recordedBeforeMoneySafety = []string{
 
 func replayLogger() sdklog.Logger { return sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)) }
 
+// testdataCodecKeys is the test-only key ring the histories were recorded
+// with (make record-histories): their payloads are encrypted, as every
+// payguard worker's are.
+const testdataCodecKeys = "testdata/codec-test-keys"
+
+// newReplayer is a replayer with the payload codec of the recorded
+// histories; it decodes histories recorded before encryption too, whose
+// payloads carry no encryption metadata.
+func newReplayer(t *testing.T) worker.WorkflowReplayer {
+	t.Helper()
+	keys, err := codec.LoadKeys("", testdataCodecKeys)
+	require.NoError(t, err)
+	cd, err := codec.New(keys)
+	require.NoError(t, err)
+	r, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{DataConverter: cd.DataConverter(), FailureConverter: cd.FailureConverter()})
+	require.NoError(t, err)
+	return r
+}
+
 // Every recorded history must replay against today's workflow code: a
 // change that alters the commands of a released workflow without
 // workflow.GetVersion fails here.
@@ -46,11 +69,12 @@ func TestRecordedHistoriesReplay(t *testing.T) {
 	for _, name := range recordedBeforeMoneySafety {
 		paths = append(paths, filepath.Join("testdata", "v0", name+".json"))
 	}
+	paths = append(paths, filepath.Join("testdata", "before_encryption_callback_success.json"))
 	for _, path := range paths {
 		t.Run(path, func(t *testing.T) {
 			_, err := os.Stat(path)
 			require.NoError(t, err, "recorded history missing: run `make record-histories`")
-			r := worker.NewWorkflowReplayer()
+			r := newReplayer(t)
 			workflows.New(workflows.DefaultTuning()).Register(r)
 			require.NoError(t, r.ReplayWorkflowHistoryFromJSONFile(replayLogger(), path))
 		})
@@ -64,7 +88,7 @@ func TestRecordedHistoriesReplay(t *testing.T) {
 // marker replays the commands it ran. `make record-histories` cannot
 // re-record it (today's code refuses the id), so it is kept as recorded.
 func TestHistoryFromBeforeTheIDRuleReplays(t *testing.T) {
-	r := worker.NewWorkflowReplayer()
+	r := newReplayer(t)
 	workflows.New(workflows.DefaultTuning()).Register(r)
 	require.NoError(t, r.ReplayWorkflowHistoryFromJSONFile(replayLogger(), filepath.Join("testdata", "legacy_long_order_id.json")))
 }
@@ -79,11 +103,61 @@ func TestReplayCatchesANonDeterministicChange(t *testing.T) {
 		return real.Payment(ctx, in)
 	}
 	for _, name := range []string{"callback_success", "deadline_compensation"} {
-		r := worker.NewWorkflowReplayer()
+		r := newReplayer(t)
 		r.RegisterWorkflowWithOptions(changed, workflow.RegisterOptions{Name: workflows.PaymentWorkflowName})
 		err := r.ReplayWorkflowHistoryFromJSONFile(replayLogger(), filepath.Join("testdata", name+".json"))
 		require.Error(t, err, name)
 		// TMPRL1100 is the SDK's code for non-determinism.
 		assert.True(t, strings.Contains(err.Error(), "TMPRL1100"), "a non-determinism error, got: %v", err)
 	}
+}
+
+// The recorded histories hold no card number in clear: every payload the
+// workers wrote is encrypted. The one recorded before encryption, kept to
+// prove such histories still replay, is the exception it is named for.
+func TestRecordedHistoriesAreEncrypted(t *testing.T) {
+	for _, name := range recordedPaths {
+		raw, err := os.ReadFile(filepath.Join("testdata", name+".json"))
+		require.NoError(t, err)
+		text := string(raw)
+		assert.Empty(t, testenv.CardInClear(text, "1234-5678-9814-1451"), "%s: no card data in clear", name)
+		assert.True(t, strings.Contains(text, base64.StdEncoding.EncodeToString([]byte(codec.EncodingEncrypted))), "%s: encrypted payloads", name)
+	}
+	raw, err := os.ReadFile(filepath.Join("testdata", "before_encryption_callback_success.json"))
+	require.NoError(t, err)
+	assert.False(t, strings.Contains(string(raw), base64.StdEncoding.EncodeToString([]byte(codec.EncodingEncrypted))))
+	assert.NotEmpty(t, testenv.CardInClear(string(raw), "1234-5678-9814-1451"), "the check above finds a card where there is one")
+}
+
+// Without the key, an encrypted history does not replay, and its payloads
+// decode to an error naming the key it lacks, never to garbage.
+func TestEncryptedHistoryNeedsItsKey(t *testing.T) {
+	keys, err := codec.ParseKeys(codec.NewKey("other"))
+	require.NoError(t, err)
+	wrong, err := codec.New(keys)
+	require.NoError(t, err)
+	r, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{DataConverter: wrong.DataConverter(), FailureConverter: wrong.FailureConverter()})
+	require.NoError(t, err)
+	workflows.New(workflows.DefaultTuning()).Register(r)
+	path := filepath.Join("testdata", "callback_success.json")
+	require.Error(t, r.ReplayWorkflowHistoryFromJSONFile(replayLogger(), path))
+
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	h, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
+	require.NoError(t, err)
+	input := h.Events[0].GetWorkflowExecutionStartedEventAttributes().GetInput()
+	var in workflows.PaymentInput
+	err = wrong.DataConverter().FromPayloads(input, &in)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `payload encrypted with key "replay-test-1", which this process does not have (its keys: other)`)
+	assert.Empty(t, in.CardNo)
+
+	keys, err = codec.LoadKeys("", testdataCodecKeys)
+	require.NoError(t, err)
+	right, err := codec.New(keys)
+	require.NoError(t, err)
+	require.NoError(t, right.DataConverter().FromPayloads(input, &in))
+	assert.Equal(t, "1234-5678-9814-1451", in.CardNo)
 }

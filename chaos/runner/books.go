@@ -16,6 +16,7 @@ import (
 
 	"github.com/payguard/payguard/chaos/check"
 	"github.com/payguard/payguard/chaos/stack"
+	"github.com/payguard/payguard/config"
 	"github.com/payguard/payguard/gateway"
 	"github.com/payguard/payguard/pgsim/simulator"
 	"github.com/payguard/payguard/store"
@@ -134,12 +135,21 @@ func listWorkflows(ctx context.Context, cl client.Client, query string) ([]strin
 }
 
 // replayAll replays every closed workflow's history against today's code.
-func replayAll(ctx context.Context, cl client.Client) (map[string]string, error) {
+// The histories hold encrypted payloads: the replayer decodes them with the
+// run's key ring, as the workers did.
+func replayAll(ctx context.Context, cl client.Client, codecKeys string) (map[string]string, error) {
 	ids, err := listWorkflows(ctx, cl, "ExecutionStatus != 'Running'")
 	if err != nil {
 		return nil, err
 	}
-	r := worker.NewWorkflowReplayer()
+	cd, err := (&config.Common{CodecKeys: codecKeys}).Codec()
+	if err != nil {
+		return nil, err
+	}
+	r, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{DataConverter: cd.DataConverter(), FailureConverter: cd.FailureConverter()})
+	if err != nil {
+		return nil, err
+	}
 	workflows.New(workflows.DefaultTuning()).Register(r)
 	logger := sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))
 	out := map[string]string{}

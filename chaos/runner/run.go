@@ -235,7 +235,7 @@ func collect(ctx context.Context, st *stack.Stack, sum loadgen.Summary, tr *traf
 	if b.Workflows, b.StillRunning, err = readTemporal(ctx, st.Client, slices.Compact(ids)); err != nil {
 		return b, fmt.Errorf("temporal book: %w", err)
 	}
-	if b.Replays, err = replayAll(ctx, st.Client); err != nil {
+	if b.Replays, err = replayAll(ctx, st.Client, st.Temporal.CodecKeys); err != nil {
 		return b, fmt.Errorf("replays: %w", err)
 	}
 	tr.mu.Lock()

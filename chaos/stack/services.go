@@ -2,6 +2,7 @@ package stack
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/payguard/payguard/codec"
+	"github.com/payguard/payguard/config"
 	"github.com/payguard/payguard/internal/devserver"
 	"github.com/payguard/payguard/internal/process"
 )
@@ -25,8 +28,11 @@ const (
 // workflow.
 type Temporal struct {
 	Addr string
-	proc *process.Process
-	mu   sync.Mutex // one restart at a time
+	// CodecKeys is the run's payload codec key ring, fresh each run: the
+	// workers and the run's own client share it.
+	CodecKeys string
+	proc      *process.Process
+	mu        sync.Mutex // one restart at a time
 }
 
 func startTemporal(ctx context.Context, cli, out string) (*Temporal, error) {
@@ -42,8 +48,8 @@ func startTemporal(ctx context.Context, cli, out string) (*Temporal, error) {
 	for _, suffix := range []string{"", "-wal", "-shm"} {
 		_ = os.Remove(dbFile + suffix)
 	}
-	args := devserver.Args("127.0.0.1", port, "", dbFile)
-	t := &Temporal{Addr: addr, proc: &process.Process{Name: "temporal", Path: cli, Args: args, LogDir: out}}
+	args := devserver.Args("127.0.0.1", port, "", "", dbFile)
+	t := &Temporal{Addr: addr, CodecKeys: codec.NewKey("chaos"), proc: &process.Process{Name: "temporal", Path: cli, Args: args, LogDir: out}}
 	return t, t.start(ctx)
 }
 
@@ -65,9 +71,13 @@ func (t *Temporal) start(ctx context.Context) error {
 }
 
 func (t *Temporal) dialOnce(ctx context.Context) (client.Client, error) {
+	opts, err := (&config.Common{TemporalAddress: t.Addr, CodecKeys: t.CodecKeys}).ClientOptions(slog.New(slog.DiscardHandler))
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	return client.DialContext(ctx, client.Options{HostPort: t.Addr, Logger: quietLogger()})
+	return client.DialContext(ctx, opts)
 }
 
 // Dial connects directly (not through the fault proxy): the run's own

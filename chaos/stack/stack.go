@@ -9,15 +9,14 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"log/slog"
 	"net/url"
 	"path/filepath"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"go.temporal.io/sdk/client"
-	sdklog "go.temporal.io/sdk/log"
 
+	"github.com/payguard/payguard/codec"
 	"github.com/payguard/payguard/config"
 	"github.com/payguard/payguard/internal/process"
 	"github.com/payguard/payguard/store"
@@ -111,7 +110,7 @@ func Start(ctx context.Context, o Options) (s *Stack, err error) {
 			Args: append([]string{"--http-addr", httpAddr}, o.WorkerArgs...),
 			Env: []string{"TEMPORAL_ADDRESS=" + temporalProxy, "TEMPORAL_NAMESPACE=" + config.DefaultNamespace,
 				"TASK_QUEUE=" + config.DefaultTaskQueue, "DATABASE_URL=" + workerDBURL,
-				"GATEWAY_URL=http://" + gatewayProxy, "GATEWAY_SECRET=" + o.Secret,
+				"GATEWAY_URL=http://" + gatewayProxy, "GATEWAY_SECRET=" + o.Secret, codec.KeysEnv + "=" + s.Temporal.CodecKeys,
 				"CALLBACK_URL=http://" + cbProxy + callbackPath},
 		}}
 		s.Workers = append(s.Workers, w)
@@ -190,5 +189,3 @@ func (s *Stack) Stop(dropDB bool) {
 		}
 	}
 }
-
-func quietLogger() sdklog.Logger { return sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)) }

@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
-	sdklog "go.temporal.io/sdk/log"
 
+	"github.com/payguard/payguard/codec"
 	"github.com/payguard/payguard/config"
 	"github.com/payguard/payguard/internal/devserver"
 	"github.com/payguard/payguard/internal/process"
@@ -100,6 +100,10 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err := store.EnsureDatabase(ctx, dbURL); err != nil {
 		return fmt.Errorf("postgres (run `make postgres`): %w", err)
 	}
+	temporalCfg, err := codecKeys(getenv, say)
+	if err != nil {
+		return err
+	}
 	procs := &processes{out: o.Out}
 	defer procs.stopAll(say)
 
@@ -110,10 +114,10 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	ip, port, _ := net.SplitHostPort(temporalAddr)
 	_, uiPort, _ := net.SplitHostPort(uiAddr)
-	if _, err := procs.start("temporal", filepath.Join(o.Bin, "temporal"), devserver.Args(ip, port, uiPort, dbFile)...); err != nil {
+	if _, err := procs.start("temporal", filepath.Join(o.Bin, "temporal"), devserver.Args(ip, port, uiPort, config.DefaultCodecEndpoint, dbFile)...); err != nil {
 		return err
 	}
-	cl, err := dialTemporal(ctx, 90*time.Second)
+	cl, err := dialTemporal(ctx, temporalCfg, 90*time.Second)
 	if err != nil {
 		return err
 	}
@@ -135,7 +139,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			args = []string{"--http-addr", addr, "--callback-url", "http://" + addr + "/callbacks/gateway"}
 			fleetMetrics = append(fleetMetrics, "http://"+addr+"/metrics")
 		}
-		worker, err := procs.start(name, filepath.Join(o.Bin, "worker"), args...)
+		worker, err := procs.start(name, filepath.Join(o.Bin, "worker"), append([]string{"--codec-key-file", temporalCfg.CodecKeyFile}, args...)...)
 		if err != nil {
 			return err
 		}
@@ -193,11 +197,37 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	return nil
 }
 
-func dialTemporal(ctx context.Context, within time.Duration) (client.Client, error) {
+// codecKeys is the demo's Temporal client configuration: the local dev
+// server, and the payload codec key ring from PAYGUARD_CODEC_KEYS or
+// PAYGUARD_CODEC_KEY_FILE, else the development key file; the file is
+// generated on the first run (the worker it starts is given the same file).
+func codecKeys(getenv func(string) string, say func(string, ...any)) (config.Common, error) {
+	c := config.Common{TemporalAddress: temporalAddr, CodecKeys: getenv(codec.KeysEnv),
+		CodecKeyFile: config.Env(getenv, codec.KeyFileEnv, codec.DevKeyFile)}
+	if c.CodecKeys == "" {
+		created, err := codec.EnsureDevKeyFile(c.CodecKeyFile)
+		if err != nil {
+			return c, fmt.Errorf("development codec key: %w", err)
+		}
+		if created {
+			say("Generated a development payload codec key in %s (git-ignored; payloads in Temporal are encrypted with it).", c.CodecKeyFile)
+		}
+	}
+	if _, err := c.Codec(); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+func dialTemporal(ctx context.Context, cfg config.Common, within time.Duration) (client.Client, error) {
+	opts, err := cfg.ClientOptions(slog.New(slog.DiscardHandler))
+	if err != nil {
+		return nil, err
+	}
 	deadline := time.Now().Add(within)
 	for {
 		dialCtx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		cl, err := client.DialContext(dialCtx, client.Options{HostPort: temporalAddr, Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+		cl, err := client.DialContext(dialCtx, opts)
 		cancel()
 		if err == nil {
 			return cl, nil

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/payguard/payguard/codec"
 	"github.com/payguard/payguard/demo/outage"
 	"github.com/payguard/payguard/internal/devserver"
 	"github.com/payguard/payguard/internal/testenv"
@@ -35,7 +36,8 @@ func TestDemoRunsTheStackAndStopsEverythingOnCtrlC(t *testing.T) {
 
 	cmd := exec.Command(filepath.Join(bin, "demo"), "--bin", bin, "--out", out,
 		"--rate", "4", "--duration", "6s", "--down-at", "2s", "--up-at", "4s", "--deadline", "10s")
-	cmd.Env = append(os.Environ(), "DATABASE_URL="+testenv.NewDatabase(t), "DEMO_EXIT=")
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+testenv.NewDatabase(t), "DEMO_EXIT=",
+		codec.KeyFileEnv+"="+filepath.Join(out, "codec-keys"), codec.KeysEnv+"=") // its first run: the demo makes the key
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	cmd.Stderr = cmd.Stdout

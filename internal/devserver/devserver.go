@@ -37,13 +37,19 @@ func SearchAttributeArgs() []string {
 }
 
 // Args is the whole command line of a dev server that keeps its history in
-// dbFile and listens on ip:port, with its UI on uiPort ("" for none).
-func Args(ip, port, uiPort, dbFile string) []string {
+// dbFile and listens on ip:port, with its UI on uiPort ("" for none). The
+// UI decodes payloads through codecEndpoint (the worker's codec server,
+// config.DefaultCodecEndpoint locally; "" for none): without it the UI
+// shows only ciphertext.
+func Args(ip, port, uiPort, codecEndpoint, dbFile string) []string {
 	args := []string{"server", "start-dev", "--ip", ip, "--port", port}
 	if uiPort == "" {
 		args = append(args, "--headless")
 	} else {
 		args = append(args, "--ui-port", uiPort)
+		if codecEndpoint != "" {
+			args = append(args, "--ui-codec-endpoint", codecEndpoint)
+		}
 	}
 	args = append(args, "--db-filename", dbFile, "--log-level", "warn")
 	args = append(args, SearchAttributeArgs()...)

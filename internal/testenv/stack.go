@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/payguard/payguard/activities"
+	"github.com/payguard/payguard/codec"
+	"github.com/payguard/payguard/config"
 	"github.com/payguard/payguard/pgsim/simulator"
 	"github.com/payguard/payguard/store"
 	"github.com/payguard/payguard/worker/service"
@@ -30,6 +32,7 @@ func FastConfig() service.Config {
 		UnknownGrace: time.Second, PollInitial: 500 * time.Millisecond, PollMax: 2 * time.Second,
 		Breaker:         activities.BreakerSettings{Window: 10 * time.Second, MinCalls: 5, FailureRate: 0.5, OpenFor: 2 * time.Second, HalfOpenCalls: 3},
 		ShutdownTimeout: 5 * time.Second,
+		Common:          config.Common{CodecKeys: CodecKeys()},
 	}
 }
 
@@ -93,6 +96,8 @@ func (s *Stack) Getenv(key string) string {
 		return Secret
 	case "CALLBACK_URL":
 		return s.Config.CallbackURL
+	case codec.KeysEnv:
+		return s.Config.CodecKeys
 	}
 	return ""
 }

@@ -57,7 +57,8 @@ func FreeAddr(t testing.TB) string {
 
 // Temporal returns a client of the test binary's dev server, started on
 // first use with payguard's search attributes, and stopped at exit by
-// StopTemporal (call it from TestMain).
+// StopTemporal (call it from TestMain). The client has the payload codec of
+// CodecKeys, as every payguard client does; RawTemporal has none.
 func Temporal(t testing.TB) client.Client {
 	t.Helper()
 	NeedsServices(t, "the Temporal dev server")
@@ -85,7 +86,8 @@ func Temporal(t testing.TB) client.Client {
 			UIPort:       devUIPort,
 			LogLevel:     "error",
 			ClientOptions: &client.Options{Namespace: "default",
-				Logger: sdklog.NewStructuredLogger(Logger(t))},
+				Logger:        sdklog.NewStructuredLogger(Logger(t)),
+				DataConverter: Codec().DataConverter(), FailureConverter: Codec().FailureConverter()},
 			SearchAttributes: temporal.NewSearchAttributes(
 				workflows.OrderStatusKey.ValueSet(""), workflows.PaymentStatusKey.ValueSet("")),
 			ExtraArgs: devserver.TuningArgs,

@@ -47,7 +47,7 @@ func validateCreate(req gateway.CreateRequest, callbackPrefix string) error {
 		return fmt.Errorf("cardType must be one of %s, got %q", strings.Join(gateway.CardTypes, ", "), req.CardType)
 	}
 	if !gateway.CardNoPattern.MatchString(req.CardNo) {
-		return fmt.Errorf("cardNo must look like dddd-dddd-dddd-dddd, got %q", req.CardNo)
+		return fmt.Errorf("cardNo must look like dddd-dddd-dddd-dddd, got %d characters ending %s", len(req.CardNo), gateway.MaskCardNo(req.CardNo))
 	}
 	if err := ids.CheckOrder(req.OrderID); err != nil {
 		return err

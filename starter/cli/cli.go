@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
-	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/payguard/payguard/config"
 	"github.com/payguard/payguard/loadgen"
@@ -40,8 +39,10 @@ commands:
   load --rate R --duration D [--products P1,P2]
   reconcile [--since 24h] [--dry-run]
 
-every command takes --json; connection settings come from TEMPORAL_ADDRESS, DATABASE_URL,
-GATEWAY_URL, GATEWAY_SECRET, CALLBACK_URL or the matching flags (-h on a command lists them).`
+every command takes --json; connection settings come from TEMPORAL_ADDRESS (or a Temporal client
+config profile: TEMPORAL_PROFILE), DATABASE_URL, GATEWAY_URL, GATEWAY_SECRET, CALLBACK_URL, the
+payload codec key ring from PAYGUARD_CODEC_KEYS or PAYGUARD_CODEC_KEY_FILE, or the matching flags
+(-h on a command lists them).`
 
 // Run runs one command.
 func Run(ctx context.Context, args []string, env Env) error {
@@ -127,12 +128,16 @@ func (c *command) print(v any, text string) error {
 
 // dialTemporal connects once, with a short timeout and a clear error.
 func (c *command) dialTemporal(ctx context.Context) (client.Client, error) {
+	opts, err := c.common.ClientOptions(discardLogger())
+	if err != nil {
+		return nil, err
+	}
 	dialCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	cl, err := client.DialContext(dialCtx, client.Options{HostPort: c.common.TemporalAddress, Namespace: c.common.Namespace,
-		Logger: sdklog.NewStructuredLogger(discardLogger()), Interceptors: telemetry.Interceptors()})
+	opts.Interceptors = telemetry.Interceptors()
+	cl, err := client.DialContext(dialCtx, opts)
 	if err != nil {
-		return nil, fmt.Errorf("temporal unreachable at %s (is the dev server running? `make dev-server`): %v", c.common.TemporalAddress, loadgen.RootCause(err))
+		return nil, fmt.Errorf("temporal unreachable at %s (is the dev server running? `make dev-server`): %v", opts.HostPort, loadgen.RootCause(err))
 	}
 	return cl, nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/payguard/payguard/activities"
 	"github.com/payguard/payguard/breaker"
+	"github.com/payguard/payguard/codec"
 	"github.com/payguard/payguard/config"
 	"github.com/payguard/payguard/gateway"
 	"github.com/payguard/payguard/workflows"
@@ -41,6 +42,10 @@ type Config struct {
 	// ReconcileRate bounds the sweep's gateway lookups a second; 0 takes
 	// workflows.DefaultReconcileRate.
 	ReconcileRate float64
+	// CodecOrigins may call the codec server from a browser (the Temporal
+	// UI's origin); CodecToken, when set, is the bearer token it requires.
+	CodecOrigins []string
+	CodecToken   string
 	// ShutdownTimeout bounds the wait for in-flight activities on stop.
 	ShutdownTimeout time.Duration
 	// Listener, when set, is used instead of listening on HTTPAddr (tests).
@@ -85,6 +90,9 @@ func ParseFlags(args []string, getenv func(string) string, usage io.Writer) (Con
 		"how often the reconciliation sweep runs (a Temporal Schedule the worker creates or updates); 0 creates none and pauses an existing one")
 	fs.DurationVar(&c.ReconcileWindow, "reconcile-window", workflows.DefaultReconcileWindow, "the sweep checks orders that ended within this window (open ones always)")
 	fs.Float64Var(&c.ReconcileRate, "reconcile-rate", workflows.DefaultReconcileRate, "the sweep's gateway lookups a second, at most")
+	origins := fs.String("codec-cors-origins", config.Env(getenv, "PAYGUARD_CODEC_CORS_ORIGINS", config.DefaultCodecOrigins),
+		"comma-separated browser origins the codec server answers (the Temporal UI's; env PAYGUARD_CODEC_CORS_ORIGINS)")
+	fs.StringVar(&c.CodecToken, "codec-token", getenv("PAYGUARD_CODEC_TOKEN"), "bearer token the codec server requires (env PAYGUARD_CODEC_TOKEN; unset, none: loopback only)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to wait for in-flight activities on shutdown")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
@@ -93,6 +101,7 @@ func ParseFlags(args []string, getenv func(string) string, usage io.Writer) (Con
 		return Config{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	b.MinCalls, b.HalfOpenCalls = uint32(minCalls), uint32(halfOpen)
+	c.CodecOrigins = config.SplitList(*origins)
 	c.Breaker = b
 	return c, c.Validate()
 }
@@ -157,6 +166,7 @@ func (c Config) LogAttrs() []any {
 		"breaker_failure_rate", c.Breaker.FailureRate, "breaker_open", c.Breaker.OpenFor.String(),
 		"breaker_half_open_calls", c.Breaker.HalfOpenCalls, "breaker_scope", c.breakerScope(), "callback_auth", c.callbackAuth(),
 		"reconcile_interval", c.ReconcileInterval.String(), "reconcile_window", c.ReconcileWindow.String(), "reconcile_rate", c.reconcileRate(),
+		"codec_key_file", c.codecKeySource(), "codec_cors_origins", c.CodecOrigins, "codec_token", config.MaskSecret(c.CodecToken),
 	}
 }
 
@@ -183,4 +193,12 @@ func (c Config) reconcileRate() float64 {
 		return workflows.DefaultReconcileRate
 	}
 	return c.ReconcileRate
+}
+
+// codecKeySource says where the key ring comes from, never the keys.
+func (c Config) codecKeySource() string {
+	if c.CodecKeys != "" {
+		return "(env " + codec.KeysEnv + ")"
+	}
+	return c.CodecKeyFile
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/payguard/payguard/codec"
 	"github.com/payguard/payguard/config"
 	"github.com/payguard/payguard/gateway"
 	"github.com/payguard/payguard/internal/testenv"
@@ -20,9 +21,20 @@ import (
 func TestWorkerFlagDefaultsFollowTheSpec(t *testing.T) {
 	c, err := service.ParseFlags(nil, func(string) string { return "" }, io.Discard)
 	require.NoError(t, err)
-	assert.Equal(t, config.Common{TemporalAddress: "127.0.0.1:7233", Namespace: "default", TaskQueue: "payments",
-		DatabaseURL: "postgres://postgres@127.0.0.1:5432/payguard?sslmode=disable", GatewayURL: "http://127.0.0.1:8090",
-		GatewaySecret: gateway.DevSecret, CallbackURL: "http://127.0.0.1:8081/callbacks/gateway"}, c.Common)
+	assert.Equal(t, "payments", c.TaskQueue)
+	assert.Equal(t, "postgres://postgres@127.0.0.1:5432/payguard?sslmode=disable", c.DatabaseURL)
+	assert.Equal(t, "http://127.0.0.1:8090", c.GatewayURL)
+	assert.Equal(t, gateway.DevSecret, c.GatewaySecret)
+	assert.Equal(t, "http://127.0.0.1:8081/callbacks/gateway", c.CallbackURL)
+	assert.Equal(t, codec.DevKeyFile, c.CodecKeyFile)
+	assert.Equal(t, []string{"http://127.0.0.1:8233", "http://localhost:8233"}, c.CodecOrigins)
+	assert.Empty(t, c.CodecToken)
+	c.CodecKeys = testenv.CodecKeys()
+	opts, err := c.ClientOptions(testenv.Logger(t))
+	require.NoError(t, err)
+	assert.Equal(t, "127.0.0.1:7233", opts.HostPort, "no flag, environment or profile: the local dev server")
+	assert.Equal(t, "default", opts.Namespace)
+	assert.Nil(t, opts.ConnectionOptions.TLS)
 	assert.Equal(t, "127.0.0.1:8081", c.HTTPAddr)
 	assert.Equal(t, time.Second, c.ConnectTimeout)
 	assert.Equal(t, 3*time.Second, c.ReadTimeout)
@@ -47,9 +59,14 @@ func TestWorkerFlagsComeFromTheEnvironment(t *testing.T) {
 		"GATEWAY_URL": "http://gw:1", "GATEWAY_SECRET": "s", "CALLBACK_URL": "http://me/cb", "TEMPORAL_NAMESPACE": "ns"}
 	c, err := service.ParseFlags([]string{"--breaker-open", "2s", "--idempotency-keys"}, func(k string) string { return env[k] }, io.Discard)
 	require.NoError(t, err)
-	assert.Equal(t, "10.0.0.1:7233", c.TemporalAddress)
 	assert.Equal(t, "q", c.TaskQueue)
-	assert.Equal(t, "ns", c.Namespace)
+	env[codec.KeysEnv] = testenv.CodecKeys()
+	c, err = service.ParseFlags([]string{"--breaker-open", "2s", "--idempotency-keys"}, func(k string) string { return env[k] }, io.Discard)
+	require.NoError(t, err)
+	opts, err := c.ClientOptions(testenv.Logger(t))
+	require.NoError(t, err)
+	assert.Equal(t, "10.0.0.1:7233", opts.HostPort)
+	assert.Equal(t, "ns", opts.Namespace)
 	assert.Equal(t, "http://gw:1", c.GatewayURL)
 	assert.Equal(t, 2*time.Second, c.Breaker.OpenFor)
 	assert.True(t, c.IdempotencyKeys)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/payguard/payguard/codec"
 	"github.com/payguard/payguard/internal/testenv"
 	"github.com/payguard/payguard/pgsim/simulator"
 	"github.com/payguard/payguard/starter/cli"
@@ -33,6 +34,7 @@ func TestWorkerKilledMidCreateFinishesWithOneCreate(t *testing.T) {
 	env := map[string]string{
 		"TEMPORAL_ADDRESS": testenv.TemporalAddress(t), "TASK_QUEUE": testenv.ID("crash"), "DATABASE_URL": dbURL,
 		"GATEWAY_URL": sim.GatewayURL(), "GATEWAY_SECRET": testenv.Secret, "CALLBACK_URL": "http://" + httpAddr + "/callbacks/gateway",
+		codec.KeysEnv: testenv.CodecKeys(),
 	}
 	args := []string{"--http-addr", httpAddr, "--read-timeout", "5s", "--poll-initial", "500ms", "--poll-max", "1s", "--unknown-grace", "1s"}
 	start := func() *exec.Cmd {

@@ -25,10 +25,7 @@ import (
 
 func temporalClient(t *testing.T) client.Client {
 	t.Helper()
-	c, err := client.Dial(client.Options{HostPort: testenv.TemporalAddress(t), Namespace: "default"})
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	return c
+	return testenv.Temporal(t)
 }
 
 // The database refuses the first writes of the create's attempt record — a

@@ -17,11 +17,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.temporal.io/sdk/client"
-	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/payguard/payguard/activities"
 	"github.com/payguard/payguard/breaker"
+	"github.com/payguard/payguard/codec"
+	"github.com/payguard/payguard/config"
 	"github.com/payguard/payguard/gateway"
 	"github.com/payguard/payguard/store"
 	"github.com/payguard/payguard/telemetry"
@@ -59,6 +60,7 @@ type Worker struct {
 	store    *store.Store
 	gateway  *gateway.Client
 	temporal client.Client
+	codec    *codec.Codec
 	worker   worker.Worker
 	http     *http.Server
 	listener net.Listener
@@ -83,6 +85,23 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error
 		logger.Warn("GATEWAY_SECRET is not set: using the public development secret, taken only because the callback endpoint is on loopback")
 	}
 	w := &Worker{cfg: cfg, log: logger, Metrics: NewMetrics(), served: make(chan error, 1)}
+	// The client options come first: a missing codec key or a bad client
+	// config profile is refused before any connection is made.
+	clientOpts, err := cfg.ClientOptions(logger)
+	if err != nil {
+		return nil, err
+	}
+	clientOpts.MetricsHandler = w.Metrics.SDKHandler()
+	clientOpts.Interceptors = telemetry.Interceptors()
+	w.codec, err = cfg.Codec()
+	if err != nil {
+		return nil, err
+	}
+	logger.Info("temporal client", "address", clientOpts.HostPort, "namespace", clientOpts.Namespace,
+		"tls", clientOpts.ConnectionOptions.TLS != nil, "api_key", clientOpts.Credentials != nil, "codec_keys", w.codec.KeyIDs())
+	if cfg.CodecToken == "" && !config.LoopbackOnly(cfg.listenAddr()) {
+		logger.Warn("the codec server decrypts payloads for anyone who reaches it: set PAYGUARD_CODEC_TOKEN (--codec-token)", "http_addr", cfg.listenAddr())
+	}
 	ok := false
 	defer func() {
 		if !ok {
@@ -108,11 +127,7 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error
 		Creates: w.Creates}, w.Metrics)
 	w.Activities = acts
 
-	w.temporal, err = dialTemporal(ctx, client.Options{
-		HostPort: cfg.TemporalAddress, Namespace: cfg.Namespace,
-		Logger: sdklog.NewStructuredLogger(logger), MetricsHandler: w.Metrics.SDKHandler(),
-		Interceptors: telemetry.Interceptors(),
-	}, logger)
+	w.temporal, err = dialTemporal(ctx, clientOpts, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -138,6 +153,7 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error
 		secret: []byte(cfg.GatewaySecret), lookupMode: cfg.callbackAuth() == CallbackAuthLookup, metrics: w.Metrics, log: logger, now: time.Now}))
 	mux.HandleFunc("GET /healthz", w.healthz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(w.Metrics.Registry, promhttp.HandlerOpts{}))
+	w.codec.Register(mux, codec.ServerOptions{Origins: cfg.CodecOrigins, Token: cfg.CodecToken})
 	w.http = cfg.HTTPTimeouts.Server(mux)
 
 	if err := w.worker.Start(); err != nil {

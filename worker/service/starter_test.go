@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/payguard/payguard/codec"
 	"github.com/payguard/payguard/internal/testenv"
 	"github.com/payguard/payguard/loadgen"
 	"github.com/payguard/payguard/starter/cli"
@@ -30,8 +32,15 @@ func TestStarterCallbackIsAccepted(t *testing.T) {
 
 func TestStarterRejectsBadInputBeforeStarting(t *testing.T) {
 	t.Parallel()
-	env := cli.Env{Getenv: func(string) string { return "" }, Stdout: io.Discard, Stderr: io.Discard}
+	keysOnly := func(k string) string {
+		if k == codec.KeysEnv {
+			return testenv.CodecKeys()
+		}
+		return ""
+	}
+	env := cli.Env{Getenv: keysOnly, Stdout: io.Discard, Stderr: io.Discard}
 	cases := map[string][]string{
+		"got 20 characters ending ****1451":       {"order", "--product", "P1", "--amount", "5", "--card-no", "12345-5678-9814-1451"},
 		"--qty must be at least 1":                {"order", "--product", "P1", "--qty", "-1", "--amount", "5"},
 		"--amount must be positive":               {"order", "--product", "P1", "--qty", "1", "--amount", "0"},
 		"--card-no must look like":                {"order", "--product", "P1", "--amount", "5", "--card-no", "1234"},
@@ -53,7 +62,14 @@ func TestStarterRejectsBadInputBeforeStarting(t *testing.T) {
 		require.Error(t, err, "%v", args)
 		assert.Contains(t, err.Error(), want, "%v", args)
 		assert.NotContains(t, err.Error(), "\n\n", "one clear line")
+		assert.NotContains(t, err.Error(), "5678", "a card number is never echoed")
 	}
+	// No key ring: refused before dialling, saying how to provide one.
+	err := cli.Run(context.Background(), []string{"order", "--product", "P1", "--amount", "5", "--codec-key-file", filepath.Join(t.TempDir(), "none")},
+		cli.Env{Getenv: func(string) string { return "" }, Stdout: io.Discard, Stderr: io.Discard})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "no payload codec key")
+	assert.Contains(t, err.Error(), codec.KeysEnv)
 }
 
 func TestStockCommands(t *testing.T) {
