@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/payguard/payguard/activities"
+	"github.com/payguard/payguard/codec"
 	"github.com/payguard/payguard/internal/testenv"
 	"github.com/payguard/payguard/starter/cli"
 	"github.com/payguard/payguard/status"
@@ -41,6 +42,7 @@ func TestThreeWorkersShareOneLookupBreaker(t *testing.T) {
 	env := map[string]string{
 		"TEMPORAL_ADDRESS": testenv.TemporalAddress(t), "TASK_QUEUE": queue, "DATABASE_URL": dbURL,
 		"GATEWAY_URL": sim.GatewayURL(), "GATEWAY_SECRET": testenv.Secret, "CALLBACK_URL": "http://" + addrs[0] + "/callbacks/gateway",
+		codec.KeysEnv: testenv.CodecKeys(),
 	}
 	for i, addr := range addrs {
 		cmd := exec.Command(binary, "--http-addr", addr, "--poll-initial", "200ms", "--poll-max", "500ms",
