@@ -33,6 +33,9 @@ type Options struct {
 	WorkerArgs   []string // worker tuning flags
 	Workers      int
 	DatabaseName string
+	// Direct connects the services to each other without the fault
+	// proxies (the links then take no faults): the benchmark's stack.
+	Direct bool
 }
 
 // Stack is the running stack.
@@ -51,7 +54,7 @@ type Stack struct {
 // Start brings everything up, in dependency order; on error whatever was
 // started is stopped.
 func Start(ctx context.Context, o Options) (s *Stack, err error) {
-	s = &Stack{Links: newLinks(), adminDBURL: o.AdminDBURL}
+	s = &Stack{Links: newLinks(o.Direct), adminDBURL: o.AdminDBURL}
 	defer func() {
 		if err != nil {
 			s.Stop(false)

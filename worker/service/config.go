@@ -29,6 +29,8 @@ type Config struct {
 	// valid signature) or CallbackAuthLookup (an unsigned one is a hint that
 	// makes the workflow look the transaction up; see callback.go).
 	CallbackAuth string
+	// Pprof serves Go's profiler under /debug/pprof/ on HTTPAddr.
+	Pprof bool
 	// ShutdownTimeout bounds the wait for in-flight activities on stop.
 	ShutdownTimeout time.Duration
 	// Listener, when set, is used instead of listening on HTTPAddr (tests).
@@ -67,6 +69,7 @@ func ParseFlags(args []string, getenv func(string) string, usage io.Writer) (Con
 	fs.UintVar(&halfOpen, "breaker-half-open-calls", uint(b.HalfOpenCalls), "lookup breaker: trial calls in half-open")
 	fs.StringVar(&c.CallbackAuth, "callback-auth", CallbackAuthSigned,
 		"how callbacks are trusted: signed (a valid X-Signature, else 401) or lookup (a validly signed one as signed; an unsigned one only makes the order's workflow look the transaction up now)")
+	fs.BoolVar(&c.Pprof, "pprof", false, "serve Go's profiler under /debug/pprof/ on --http-addr (make bench turns it on)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to wait for in-flight activities on shutdown")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
@@ -128,7 +131,7 @@ func (c Config) LogAttrs() []any {
 		"poll_initial", c.PollInitial.String(), "poll_max", c.PollMax.String(),
 		"breaker_window", c.Breaker.Window.String(), "breaker_min_calls", c.Breaker.MinCalls,
 		"breaker_failure_rate", c.Breaker.FailureRate, "breaker_open", c.Breaker.OpenFor.String(),
-		"breaker_half_open_calls", c.Breaker.HalfOpenCalls, "callback_auth", c.callbackAuth(),
+		"breaker_half_open_calls", c.Breaker.HalfOpenCalls, "callback_auth", c.callbackAuth(), "pprof", c.Pprof,
 	}
 }
 

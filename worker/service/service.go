@@ -122,6 +122,9 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error
 		secret: []byte(cfg.GatewaySecret), lookupMode: cfg.callbackAuth() == CallbackAuthLookup, metrics: w.Metrics, log: logger, now: time.Now})
 	mux.HandleFunc("GET /healthz", w.healthz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(w.Metrics.Registry, promhttp.HandlerOpts{}))
+	if cfg.Pprof {
+		servePprof(mux)
+	}
 	w.http = cfg.HTTPTimeouts.Server(mux)
 
 	if err := w.worker.Start(); err != nil {
