@@ -17,6 +17,7 @@ type Report struct {
 	Quick      bool           `json:"quick"`
 	Machine    Machine        `json:"machine"`
 	WorkerArgs []string       `json:"workerArgs,omitempty"`
+	Eager      bool           `json:"eager"`
 	Baseline   *Baseline      `json:"baseline,omitempty"`
 	Steps      []Step         `json:"steps,omitempty"`
 	Sustained  float64        `json:"sustainedOrdersPerSecond"` // the highest sustained step's confirmed/s

@@ -37,6 +37,7 @@ type Options struct {
 	WorkerArgs []string      // extra worker flags (the levers under test)
 	Phases     string        // which phases run
 	Label      string        // names the run in the report (e.g. the lever)
+	Eager      bool          // the dev server runs with devserver.EagerArgs
 }
 
 // quick is the harness's smoke size: every phase, small and short.
@@ -61,6 +62,7 @@ func parseFlags(args []string, usage io.Writer) (Options, error) {
 	fs.BoolVar(&big, "waiting-10k", false, "leave 10 000 orders waiting (the memory target)")
 	fs.StringVar(&workerArgs, "worker-args", "", "extra worker flags, space-separated (levers under test)")
 	fs.StringVar(&o.Phases, "phases", "baseline,rates,breaker,capacity", "phases to run, comma-separated")
+	fs.BoolVar(&o.Eager, "eager", false, "start the dev server with eager activity execution and eager workflow start on")
 	fs.StringVar(&o.Label, "label", "", "a name for this run in the report (e.g. the lever tried)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -124,12 +126,16 @@ func run(ctx context.Context, o Options, stdout io.Writer) error {
 		return err
 	}
 	say := func(format string, a ...any) { fmt.Fprintf(stdout, "bench: "+format+"\n", a...) }
-	rep := Report{Label: o.Label, Machine: machine(), WorkerArgs: o.WorkerArgs, Quick: o.Quick}
+	rep := Report{Label: o.Label, Machine: machine(), WorkerArgs: o.WorkerArgs, Quick: o.Quick, Eager: o.Eager}
+	var temporalArgs []string
+	if o.Eager {
+		temporalArgs = devserver.EagerArgs
+	}
 	say("starting the stack (dev server, pgsim calm, one worker)... load average %s", rep.Machine.LoadBefore)
 	st, err := stack.Start(ctx, stack.Options{
 		Bin: o.Bin, TemporalCLI: cli, Out: o.Out, AdminDBURL: devserver.AdminDatabaseURL(), Secret: "bench-secret",
 		Workers: 1, Direct: true, DatabaseName: fmt.Sprintf("payguard_bench_%d", time.Now().UnixNano()),
-		PgsimArgs: calmPgsim, WorkerArgs: append([]string{"--pprof", "--shutdown-timeout", "3s"}, o.WorkerArgs...),
+		PgsimArgs: calmPgsim, TemporalArgs: temporalArgs, WorkerArgs: append([]string{"--pprof", "--shutdown-timeout", "3s"}, o.WorkerArgs...),
 	})
 	if err != nil {
 		return err

@@ -28,7 +28,7 @@ type Temporal struct {
 	mu   sync.Mutex // one restart at a time
 }
 
-func startTemporal(ctx context.Context, cli, out string) (*Temporal, error) {
+func startTemporal(ctx context.Context, cli, out string, extra []string) (*Temporal, error) {
 	addr, err := FreeAddr()
 	if err != nil {
 		return nil, err
@@ -41,7 +41,7 @@ func startTemporal(ctx context.Context, cli, out string) (*Temporal, error) {
 	for _, suffix := range []string{"", "-wal", "-shm"} {
 		_ = os.Remove(dbFile + suffix)
 	}
-	args := devserver.Args("127.0.0.1", port, "", dbFile)
+	args := append(devserver.Args("127.0.0.1", port, "", dbFile), extra...)
 	t := &Temporal{Addr: addr, proc: &proc{name: "temporal", path: cli, args: args, logs: out}}
 	return t, t.start(ctx)
 }

@@ -36,6 +36,9 @@ type Options struct {
 	// Direct connects the services to each other without the fault
 	// proxies (the links then take no faults): the benchmark's stack.
 	Direct bool
+	// TemporalArgs are appended to the dev server's command line
+	// (devserver.Args), e.g. devserver.EagerArgs.
+	TemporalArgs []string
 }
 
 // Stack is the running stack.
@@ -75,7 +78,7 @@ func Start(ctx context.Context, o Options) (s *Stack, err error) {
 	u.Host = pgProxy
 	workerDBURL := u.String()
 
-	s.Temporal, err = startTemporal(ctx, o.TemporalCLI, o.Out)
+	s.Temporal, err = startTemporal(ctx, o.TemporalCLI, o.Out, o.TemporalArgs)
 	if err != nil {
 		return nil, err
 	}

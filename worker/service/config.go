@@ -31,6 +31,10 @@ type Config struct {
 	CallbackAuth string
 	// Pprof serves Go's profiler under /debug/pprof/ on HTTPAddr.
 	Pprof bool
+	// Capacity knobs (tuning.go): 0 keeps the library's default.
+	DBMaxConns      int
+	StickyCacheSize int
+	TaskPollers     int
 	// ShutdownTimeout bounds the wait for in-flight activities on stop.
 	ShutdownTimeout time.Duration
 	// Listener, when set, is used instead of listening on HTTPAddr (tests).
@@ -69,6 +73,7 @@ func ParseFlags(args []string, getenv func(string) string, usage io.Writer) (Con
 	fs.UintVar(&halfOpen, "breaker-half-open-calls", uint(b.HalfOpenCalls), "lookup breaker: trial calls in half-open")
 	fs.StringVar(&c.CallbackAuth, "callback-auth", CallbackAuthSigned,
 		"how callbacks are trusted: signed (a valid X-Signature, else 401) or lookup (a validly signed one as signed; an unsigned one only makes the order's workflow look the transaction up now)")
+	registerTuning(fs, &c)
 	fs.BoolVar(&c.Pprof, "pprof", false, "serve Go's profiler under /debug/pprof/ on --http-addr (make bench turns it on)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to wait for in-flight activities on shutdown")
 	if err := fs.Parse(args); err != nil {
@@ -100,6 +105,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("configuration: --breaker-failure-rate must be within (0, 1], got %v", c.Breaker.FailureRate)
 	case c.Breaker.MinCalls < 1 || c.Breaker.HalfOpenCalls < 1:
 		return fmt.Errorf("configuration: --breaker-min-calls and --breaker-half-open-calls must be at least 1")
+	case c.DBMaxConns < 0 || c.StickyCacheSize < 0 || c.TaskPollers < 0:
+		return fmt.Errorf("configuration: --db-max-conns, --sticky-cache-size and --task-pollers must not be negative")
 	case c.CallbackAuth != "" && c.CallbackAuth != CallbackAuthSigned && c.CallbackAuth != CallbackAuthLookup:
 		return fmt.Errorf("configuration: --callback-auth must be %s or %s, got %q", CallbackAuthSigned, CallbackAuthLookup, c.CallbackAuth)
 	}
@@ -132,6 +139,7 @@ func (c Config) LogAttrs() []any {
 		"breaker_window", c.Breaker.Window.String(), "breaker_min_calls", c.Breaker.MinCalls,
 		"breaker_failure_rate", c.Breaker.FailureRate, "breaker_open", c.Breaker.OpenFor.String(),
 		"breaker_half_open_calls", c.Breaker.HalfOpenCalls, "callback_auth", c.callbackAuth(), "pprof", c.Pprof,
+		"db_max_conns", c.DBMaxConns, "sticky_cache_size", c.StickyCacheSize, "task_pollers", c.TaskPollers,
 	}
 }
 

@@ -81,7 +81,7 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error
 		}
 	}()
 
-	st, err := openStore(ctx, cfg.DatabaseURL, logger)
+	st, err := openStore(ctx, cfg.databaseURL(), logger)
 	if err != nil {
 		return nil, err
 	}
@@ -107,7 +107,7 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error
 	if err != nil {
 		return nil, err
 	}
-	w.worker = worker.New(w.temporal, cfg.TaskQueue, worker.Options{WorkerStopTimeout: cfg.ShutdownTimeout})
+	w.worker = worker.New(w.temporal, cfg.TaskQueue, cfg.workerOptions())
 	workflows.New(cfg.Tuning()).Register(w.worker)
 	w.worker.RegisterActivity(acts)
 
