@@ -3,7 +3,9 @@ package harness
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -160,4 +162,31 @@ func historySize(ctx context.Context, cl client.Client, orderID string) (int64, 
 	}
 	info := d.GetWorkflowExecutionInfo()
 	return info.GetHistorySizeBytes(), info.GetHistoryLength(), nil
+}
+
+// saveCPUProfile fetches the worker's CPU profile over the next d into
+// path (`go tool pprof` reads it).
+func saveCPUProfile(ctx context.Context, workerAddr string, d time.Duration, path string) error {
+	url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", workerAddr, int(d.Seconds()))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: HTTP %d", url, resp.StatusCode)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -38,6 +38,7 @@ type Options struct {
 	Phases     string        // which phases run
 	Label      string        // names the run in the report (e.g. the lever)
 	Eager      bool          // the dev server runs with devserver.EagerArgs
+	Profile    bool          // save the worker's CPU profile of each rate step
 }
 
 // quick is the harness's smoke size: every phase, small and short.
@@ -63,6 +64,7 @@ func parseFlags(args []string, usage io.Writer) (Options, error) {
 	fs.StringVar(&workerArgs, "worker-args", "", "extra worker flags, space-separated (levers under test)")
 	fs.StringVar(&o.Phases, "phases", "baseline,rates,breaker,capacity", "phases to run, comma-separated")
 	fs.BoolVar(&o.Eager, "eager", false, "start the dev server with eager activity execution and eager workflow start on")
+	fs.BoolVar(&o.Profile, "profile", false, "save the worker's CPU profile of each rate step as worker-cpu-<rate>.pprof in --out")
 	fs.StringVar(&o.Label, "label", "", "a name for this run in the report (e.g. the lever tried)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -179,7 +181,18 @@ func run(ctx context.Context, o Options, stdout io.Writer) error {
 	var confirmed, lookupOrder string
 	if o.has("rates") {
 		for _, rate := range o.Rates {
+			profiled := make(chan error, 1)
+			if o.Profile && o.Step >= time.Second {
+				go func() {
+					profiled <- saveCPUProfile(ctx, w.HTTPAddr, o.Step, filepath.Join(o.Out, fmt.Sprintf("worker-cpu-%g.pprof", rate)))
+				}()
+			} else {
+				profiled <- nil
+			}
 			step, sum := runStep(ctx, st.Client, rate, o.Step, metricsURL, nil)
+			if err := <-profiled; err != nil {
+				say("profile at %g/s: %v", rate, err)
+			}
 			rep.Steps = append(rep.Steps, step)
 			say("payguard %5.1f/s offered: %5.1f confirmed/s, p50 %.0f ms, p99 %.0f ms %s", rate, step.Throughput,
 				step.Latency.P50, step.Latency.P99, verdict(step))

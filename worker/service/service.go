@@ -107,7 +107,7 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error
 	if err != nil {
 		return nil, err
 	}
-	w.worker = worker.New(w.temporal, cfg.TaskQueue, cfg.workerOptions())
+	w.worker = cfg.newWorker(w.temporal)
 	workflows.New(cfg.Tuning()).Register(w.worker)
 	w.worker.RegisterActivity(acts)
 

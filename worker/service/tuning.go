@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strconv"
 
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 )
 
@@ -33,12 +34,17 @@ func (c Config) databaseURL() string {
 	return u.String()
 }
 
-// workerOptions are the SDK worker's options. The sticky cache is the
-// SDK's process-wide setting, so it is set here, before the worker exists.
-func (c Config) workerOptions() worker.Options {
+// newWorker builds the SDK worker. The sticky cache is the SDK's
+// process-wide setting, so it is set here, before the worker exists.
+func (c Config) newWorker(cl client.Client) worker.Worker {
 	if c.StickyCacheSize > 0 {
 		worker.SetStickyWorkflowCacheSize(c.StickyCacheSize)
 	}
+	return worker.New(cl, c.TaskQueue, c.workerOptions())
+}
+
+// workerOptions are the SDK worker's options.
+func (c Config) workerOptions() worker.Options {
 	return worker.Options{WorkerStopTimeout: c.ShutdownTimeout,
 		MaxConcurrentWorkflowTaskPollers: c.TaskPollers, MaxConcurrentActivityTaskPollers: c.TaskPollers}
 }
