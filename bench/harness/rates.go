@@ -65,6 +65,12 @@ func runStep(ctx context.Context, cl client.Client, rate float64, d time.Duratio
 	switch {
 	case confirmed != s.Launched:
 		s.Why = fmt.Sprintf("%d of %d orders CONFIRMED (%v)", confirmed, s.Launched, sum.Final)
+		for _, o := range sum.Orders {
+			if o.FinalError != "" || o.StartError != "" {
+				s.Why += fmt.Sprintf("; order %s: %s%s", o.OrderID, o.StartError, o.FinalError)
+				break
+			}
+		}
 	case s.Latency.P99 >= float64(sustainP99.Milliseconds()):
 		s.Why = fmt.Sprintf("p99 %.0f ms ≥ %s", s.Latency.P99, sustainP99)
 	default:
