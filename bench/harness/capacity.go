@@ -39,6 +39,8 @@ type Capacity struct {
 	ConfirmedBytes   int64   `json:"confirmedHistoryBytes"` // one CONFIRMED order's history
 	ConfirmedEvents  int64   `json:"confirmedHistoryEvents"`
 	SecondsToWaiting float64 `json:"secondsToWaiting"`
+	FailedToStart    int     `json:"failedToStart,omitempty"`
+	FirstStartError  string  `json:"firstStartError,omitempty"`
 }
 
 // workerMemory forces a GC in the worker (pprof's heap?gc=1) and reads its
@@ -87,18 +89,25 @@ func runCapacity(ctx context.Context, cl client.Client, db *pgxpool.Pool, adminU
 	prefix := loadgen.NewOrderID()
 	order := benchOrder(workflows.MaxDeadline)
 	began := time.Now()
-	if err := launch(ctx, cl, prefix, order, n, rate); err != nil {
-		return c, err
+	started, failed, firstErr := launch(ctx, cl, prefix, order, n, rate)
+	c.FailedToStart = failed
+	if firstErr != nil {
+		c.FirstStartError = firstErr.Error()
+	}
+	if started == 0 {
+		return c, fmt.Errorf("no order of the capacity phase started: %w", firstErr)
 	}
 	// Waiting means PENDING in the database: the create went out and its
-	// answer is awaited.
+	// answer is awaited. A server too busy to get them all there in time is
+	// measured with those that are (Waiting says how many).
+	giveUp := time.Now().Add(2*time.Minute + time.Duration(n)*20*time.Millisecond)
 	for {
 		err := db.QueryRow(ctx, `SELECT count(*) FROM orders WHERE order_id LIKE $1 AND status = $2`,
 			prefix+"-%", string(status.OrderPending)).Scan(&c.Waiting)
 		if err != nil {
 			return c, err
 		}
-		if c.Waiting >= n {
+		if c.Waiting >= started || (time.Now().After(giveUp) && c.Waiting > 0) {
 			break
 		}
 		select {
@@ -111,11 +120,14 @@ func runCapacity(ctx context.Context, cl client.Client, db *pgxpool.Pool, adminU
 	if c.After, err = workerMemory(ctx, workerAddr); err != nil {
 		return c, err
 	}
-	per := 1000 / float64(n)
+	per := 1000 / float64(c.Waiting)
 	c.RSSPer1000MB = round2((c.After.RSSMB - c.Before.RSSMB) * per)
 	c.HeapPer1000MB = round2((c.After.HeapMB - c.Before.HeapMB) * per)
-	c.HistoryBytes, c.HistoryEvents, err = historySize(ctx, cl, fmt.Sprintf("%s-%05d", prefix, 1))
-	if err != nil {
+	var one string
+	if err := db.QueryRow(ctx, `SELECT order_id FROM orders WHERE order_id LIKE $1 LIMIT 1`, prefix+"-%").Scan(&one); err != nil {
+		return c, err
+	}
+	if c.HistoryBytes, c.HistoryEvents, err = historySize(ctx, cl, one); err != nil {
 		return c, err
 	}
 	if confirmedOrder != "" {
@@ -125,33 +137,41 @@ func runCapacity(ctx context.Context, cl client.Client, db *pgxpool.Pool, adminU
 }
 
 // launch starts n orders at rate (their ids as loadgen names them) without
-// waiting for them to end.
-func launch(ctx context.Context, cl client.Client, prefix string, order loadgen.Order, n int, rate float64) error {
+// waiting for them to end, and counts those started and those refused (a
+// start that timed out on a busy server may still have started: it is
+// then found waiting in the database all the same).
+func launch(ctx context.Context, cl client.Client, prefix string, order loadgen.Order, n int, rate float64) (started, failed int, firstErr error) {
 	tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
 	defer tick.Stop()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	var firstErr error
 	for i := range n {
 		order.Product = products[i%len(products)]
 		in := order.Input(fmt.Sprintf("%s-%05d", prefix, i+1))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := loadgen.StartOrder(ctx, cl, config.DefaultTaskQueue, in); err != nil {
-				mu.Lock()
-				firstErr = err
-				mu.Unlock()
+			_, err := loadgen.StartOrder(ctx, cl, config.DefaultTaskQueue, in)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				failed++
+				if firstErr == nil {
+					firstErr = err
+				}
+				return
 			}
+			started++
 		}()
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			wg.Wait()
+			return started, failed, ctx.Err()
 		case <-tick.C:
 		}
 	}
 	wg.Wait()
-	return firstErr
+	return started, failed, firstErr
 }
 
 // historySize is an order's Temporal history: bytes and events.
