@@ -176,11 +176,11 @@ func launch(ctx context.Context, cl client.Client, prefix string, order loadgen.
 
 // historySize is an order's Temporal history: bytes and events.
 func historySize(ctx context.Context, cl client.Client, orderID string) (int64, int64, error) {
-	d, err := cl.DescribeWorkflowExecution(ctx, workflows.PaymentWorkflowID(orderID), "")
+	d, err := cl.DescribeWorkflow(ctx, workflows.PaymentWorkflowID(orderID), "")
 	if err != nil {
 		return 0, 0, err
 	}
-	info := d.GetWorkflowExecutionInfo()
+	info := d.RawResponse.GetWorkflowExecutionInfo()
 	return info.GetHistorySizeBytes(), info.GetHistoryLength(), nil
 }
 

@@ -96,9 +96,9 @@ func (r Report) Table() string {
 		fmt.Fprintf(w, "  ratio payguard / no-op (headline)\t%.2f×\ttarget ≥ 1.0×\n", r.Ratio)
 	}
 	if c := r.Capacity; c != nil {
-		fmt.Fprintf(w, "  %d waiting orders: worker RSS\t%.1f MB per 1000\t%.0f → %.0f MB (target 10 000 ≤ 300 MB)\n",
-			c.Orders, c.RSSPer1000MB, c.Before.RSSMB, c.After.RSSMB)
-		fmt.Fprintf(w, "  %d waiting orders: Go heap\t%.1f MB per 1000\t%.0f → %.0f MB\n", c.Orders, c.HeapPer1000MB, c.Before.HeapMB, c.After.HeapMB)
+		fmt.Fprintf(w, "  %d waiting orders (of %d): worker RSS\t%.1f MB per 1000\t%.0f → %.0f MB (target 10 000 ≤ 300 MB)\n",
+			c.Waiting, c.Orders, c.RSSPer1000MB, c.Before.RSSMB, c.After.RSSMB)
+		fmt.Fprintf(w, "  %d waiting orders: Go heap\t%.1f MB per 1000\t%.0f → %.0f MB after a forced GC\n", c.Waiting, c.HeapPer1000MB, c.Before.HeapMB, c.After.HeapMB)
 		fmt.Fprintf(w, "  history per order\t%d bytes waiting\t%d events; a CONFIRMED one %d bytes, %d events\n",
 			c.HistoryBytes, c.HistoryEvents, c.ConfirmedBytes, c.ConfirmedEvents)
 	}

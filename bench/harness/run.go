@@ -107,6 +107,10 @@ func (o Options) has(phase string) bool { return strings.Contains(","+o.Phases+"
 var calmPgsim = []string{"--latency-min", "0ms", "--latency-max", "0ms", "--create-error-rate", "0",
 	"--processing-min", "20ms", "--processing-max", "50ms", "--success-rate", "1"}
 
+// capacityRate is how fast the capacity phase starts its orders: what a
+// dev server on a busy 2-core machine takes without refusing starts.
+const capacityRate = 30
+
 // Run is the bench's main.
 func Run(ctx context.Context, args []string, stdout io.Writer) error {
 	o, err := parseFlags(args, stdout)
@@ -225,7 +229,7 @@ func run(ctx context.Context, o Options, stdout io.Writer) error {
 	}
 	if o.has("capacity") {
 		say("capacity: %d orders left waiting...", o.Waiting)
-		c, err := runCapacity(ctx, st.Client, db, st.Pgsim.AdminURL, w.HTTPAddr, o.Waiting, 100, confirmed)
+		c, err := runCapacity(ctx, st.Client, db, st.Pgsim.AdminURL, w.HTTPAddr, o.Waiting, capacityRate, confirmed)
 		if err != nil {
 			return err
 		}
