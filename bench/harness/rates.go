@@ -43,9 +43,9 @@ func benchOrder(deadline time.Duration) loadgen.Order {
 // `load` path) and judges the step: sustained when every order is
 // CONFIRMED with p99 under sustainP99, none still running sustainP99 after
 // the last launch (completions keep up).
-func runStep(ctx context.Context, cl client.Client, rate float64, d time.Duration, metricsURL string, progress io.Writer) (Step, loadgen.Summary) {
+func runStep(ctx context.Context, cl client.Client, rate float64, d time.Duration, progress io.Writer) (Step, loadgen.Summary) {
 	cfg := loadgen.Config{Rate: rate, Duration: d, Products: products, Order: benchOrder(time.Hour),
-		WaitTimeout: sustainP99, MetricsURL: metricsURL, TaskQueue: config.DefaultTaskQueue}
+		WaitTimeout: sustainP99, TaskQueue: config.DefaultTaskQueue}
 	if err := cfg.Validate(); err != nil {
 		return Step{Offered: rate, Why: err.Error()}, loadgen.Summary{}
 	}
