@@ -13,7 +13,7 @@ TEMPORAL      := $(BIN)/temporal
 STATICCHECK   := $(BIN)/staticcheck
 WORKFLOWCHECK := $(BIN)/workflowcheck
 
-.PHONY: help tools postgres codec-key check fmt-check vet staticcheck workflowcheck test test-short ci build demo chaos chaos-ci dev-server pgsim worker record-histories chromium promtool
+.PHONY: help tools postgres codec-key check fmt-check vet staticcheck workflowcheck test test-short ci build demo chaos chaos-ci bench dev-server pgsim worker record-histories chromium promtool
 
 help:
 	@echo "make demo   - the outage demo on the real stack (see README)"
@@ -22,6 +22,7 @@ help:
 	@echo "make build  - build pgsim, worker and starter into bin/"
 	@echo "make chaos  - seeded faults on the real stack, books checked (SEED=1 SEEDS=20 CHAOS_ARGS=...)"
 	@echo "make codec-key - a development payload codec key in $(CODEC_KEY_FILE) (the demo makes one itself)"
+	@echo "make bench  - payguard beside a no-op workflow on one stack: table, bench-out/report.json, report.svg (BENCH_ARGS=...)"
 
 $(TEMPORAL):
 	@echo "Building the temporal CLI $(TEMPORAL_CLI_VERSION) (first time: 2-3 minutes)..."
@@ -119,6 +120,12 @@ chaos: $(TEMPORAL) postgres build
 # The short seeded run `make ci` includes (~2 minutes).
 chaos-ci:
 	$(MAKE) chaos SEED=1 SEEDS=1 CHAOS_ARGS="--duration 40s --rate 2 --order-deadline 20s --settle 2m"
+
+# The benchmark (docs/design.md §10): its own stack, ~6 minutes; BENCH_ARGS
+# takes its flags (--quick, --waiting-10k, --worker-args "...", --label L).
+BENCH_ARGS ?=
+bench: $(TEMPORAL) postgres build
+	PAYGUARD_TEMPORAL_CLI=$(TEMPORAL) go run ./bench --bin $(BIN) --out bench-out $(BENCH_ARGS)
 
 # Re-record workflows/testdata from real runs of each workflow path.
 record-histories: $(TEMPORAL) postgres

@@ -69,7 +69,7 @@ func column(ctx context.Context, st *store.Store, query string) ([]string, error
 // order's transactions as its lookup by order id shows them.
 func readGateway(ctx context.Context, p *stack.Pgsim) (map[string]check.GatewayOrder, error) {
 	var stats simulator.Stats
-	if err := adminCall(ctx, http.MethodGet, p.AdminURL+"/admin/stats", nil, &stats); err != nil {
+	if err := simulator.AdminCall(ctx, http.MethodGet, p.AdminURL, "/admin/stats", nil, &stats); err != nil {
 		return nil, err
 	}
 	// The transactions are read with payguard's own gateway client, which

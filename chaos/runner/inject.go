@@ -1,14 +1,11 @@
 package runner
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -165,50 +162,9 @@ func (in *injector) healAll(ctx context.Context) error {
 
 func getFaults(ctx context.Context, adminURL string) (simulator.Faults, error) {
 	var f simulator.Faults
-	return f, adminCall(ctx, http.MethodGet, adminURL+"/admin/faults", nil, &f)
+	return f, simulator.AdminCall(ctx, http.MethodGet, adminURL, "/admin/faults", nil, &f)
 }
 
 func patchFaults(ctx context.Context, adminURL string, patch map[string]any) error {
-	return adminCall(ctx, http.MethodPatch, adminURL+"/admin/faults", patch, nil)
-}
-
-// adminCall is one JSON call to pgsim's admin API.
-func adminCall(ctx context.Context, method, url string, body, out any) error {
-	var r *bytes.Reader
-	if body != nil {
-		raw, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		r = bytes.NewReader(raw)
-	} else {
-		r = bytes.NewReader(nil)
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, url, r)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return fmt.Errorf("%s %s: HTTP %d %s", method, url, resp.StatusCode, strings.TrimSpace(string(msg)))
-	}
-	if out != nil {
-		// pgsim answers in the gateway's envelope; the answer is its data.
-		var env struct {
-			Data json.RawMessage `json:"data"`
-		}
-		if err := json.NewDecoder(resp.Body).Decode(&env); err != nil {
-			return fmt.Errorf("%s %s: %w", method, url, err)
-		}
-		return json.Unmarshal(env.Data, out)
-	}
-	return nil
+	return simulator.PatchFaults(ctx, adminURL, patch)
 }

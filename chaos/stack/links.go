@@ -26,21 +26,28 @@ const (
 // Links is the embedded toxiproxy: one proxy per link, faults (toxics)
 // added and removed by name.
 type Links struct {
+	// direct links are no proxies at all: add hands back the upstream
+	// (Options.Direct, for measurements a proxy hop would distort).
+	direct  bool
 	server  *toxiproxy.ApiServer
 	mu      sync.Mutex
 	proxies map[string]*toxiproxy.Proxy
 }
 
-func newLinks() *Links {
+func newLinks(direct bool) *Links {
 	return &Links{
+		direct:  direct,
 		server:  toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop()),
 		proxies: map[string]*toxiproxy.Proxy{},
 	}
 }
 
 // add starts a proxy on a free loopback port to upstream and returns its
-// address.
+// address (the upstream itself when the links are direct).
 func (l *Links) add(name, upstream string) (string, error) {
+	if l.direct {
+		return upstream, nil
+	}
 	listen, err := process.FreeAddr()
 	if err != nil {
 		return "", err

@@ -35,7 +35,7 @@ type Temporal struct {
 	mu        sync.Mutex // one restart at a time
 }
 
-func startTemporal(ctx context.Context, cli, out string) (*Temporal, error) {
+func startTemporal(ctx context.Context, cli, out string, extra []string) (*Temporal, error) {
 	addr, err := process.FreeAddr()
 	if err != nil {
 		return nil, err
@@ -48,7 +48,7 @@ func startTemporal(ctx context.Context, cli, out string) (*Temporal, error) {
 	for _, suffix := range []string{"", "-wal", "-shm"} {
 		_ = os.Remove(dbFile + suffix)
 	}
-	args := devserver.Args("127.0.0.1", port, "", "", dbFile)
+	args := append(devserver.Args("127.0.0.1", port, "", "", dbFile), extra...)
 	t := &Temporal{Addr: addr, CodecKeys: codec.NewKey("chaos"), proc: &process.Process{Name: "temporal", Path: cli, Args: args, LogDir: out}}
 	return t, t.start(ctx)
 }

@@ -33,6 +33,12 @@ type Options struct {
 	WorkerArgs   []string // worker tuning flags
 	Workers      int
 	DatabaseName string
+	// Direct connects the services to each other without the fault
+	// proxies (the links then take no faults): the benchmark's stack.
+	Direct bool
+	// TemporalArgs are appended to the dev server's command line
+	// (devserver.Args), e.g. devserver.EagerArgs.
+	TemporalArgs []string
 }
 
 // Stack is the running stack.
@@ -51,7 +57,7 @@ type Stack struct {
 // Start brings everything up, in dependency order; on error whatever was
 // started is stopped.
 func Start(ctx context.Context, o Options) (s *Stack, err error) {
-	s = &Stack{Links: newLinks(), adminDBURL: o.AdminDBURL}
+	s = &Stack{Links: newLinks(o.Direct), adminDBURL: o.AdminDBURL}
 	defer func() {
 		if err != nil {
 			s.Stop(false)
@@ -72,7 +78,7 @@ func Start(ctx context.Context, o Options) (s *Stack, err error) {
 	u.Host = pgProxy
 	workerDBURL := u.String()
 
-	s.Temporal, err = startTemporal(ctx, o.TemporalCLI, o.Out)
+	s.Temporal, err = startTemporal(ctx, o.TemporalCLI, o.Out, o.TemporalArgs)
 	if err != nil {
 		return nil, err
 	}

@@ -8,7 +8,6 @@ package outage
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -99,35 +98,14 @@ func (s Scenario) Run(ctx context.Context, cl client.Client, progress io.Writer)
 }
 
 func patchDown(ctx context.Context, adminURL string, down bool) error {
-	body := fmt.Sprintf(`{"down":%v}`, down)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPatch, adminURL+"/admin/faults", strings.NewReader(body))
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
+	if err := simulator.PatchFaults(ctx, adminURL, map[string]any{"down": down}); err != nil {
 		return fmt.Errorf("pgsim admin: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("pgsim admin: PATCH faults answered %d", resp.StatusCode)
 	}
 	return nil
 }
 
 func gatewayStats(ctx context.Context, adminURL string) (simulator.Stats, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, adminURL+"/admin/stats", nil)
-	if err != nil {
-		return simulator.Stats{}, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return simulator.Stats{}, fmt.Errorf("pgsim admin: %w", err)
-	}
-	defer resp.Body.Close()
-	var env struct {
-		Data simulator.Stats `json:"data"` // the admin API answers in the gateway's envelope
-	}
-	err = json.NewDecoder(resp.Body).Decode(&env)
-	return env.Data, err
+	var stats simulator.Stats
+	err := simulator.AdminCall(ctx, http.MethodGet, adminURL, "/admin/stats", nil, &stats)
+	return stats, err
 }

@@ -94,7 +94,9 @@ func (p OrderPlot) X(sec float64) float64 { return p.Left + (p.Width-p.Left-p.Ri
 
 const plotMinMs, plotMaxMs = 10.0, 100_000.0
 
-func (p OrderPlot) y(ms float64) float64 {
+// Y is the y coordinate of a time in milliseconds on the panel's log scale
+// (10 ms to 100 s); the benchmark's p99 axis uses the same scale.
+func (p OrderPlot) Y(ms float64) float64 {
 	ms = math.Min(math.Max(ms, plotMinMs), plotMaxMs)
 	return p.Top + p.Height - p.Height*(math.Log10(ms)-math.Log10(plotMinMs))/(math.Log10(plotMaxMs)-math.Log10(plotMinMs))
 }
@@ -102,20 +104,26 @@ func (p OrderPlot) y(ms float64) float64 {
 // Draw writes the panel: grid, one dot per order, the time axis.
 func (p OrderPlot) Draw(b *strings.Builder, orders []loadgen.OrderSample) {
 	fmt.Fprintf(b, `<text transform="translate(16,%.0f) rotate(-90)" text-anchor="middle">time to final status</text>`+"\n", p.Top+p.Height/2)
-	for _, ms := range []float64{10, 100, 1000, 10000, 100000} {
-		fmt.Fprintf(b, `<line x1="%.0f" x2="%.0f" y1="%.1f" y2="%.1f" stroke="#dddddd"/>`+"\n", p.Left, p.Width-p.Right, p.y(ms), p.y(ms))
-		fmt.Fprintf(b, `<text x="%.0f" y="%.1f" text-anchor="end" font-size="10">%s</text>`+"\n", p.Left-4, p.y(ms)+3, msLabel(ms))
-	}
+	p.MsGrid(b, p.Left-4, "end")
 	for _, o := range orders {
 		ms := o.FinalMillis
 		if ms == 0 {
 			ms = plotMaxMs
 		}
 		fmt.Fprintf(b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s" fill-opacity="0.8"><title>%s %s %.0f ms</title></circle>`+"\n",
-			p.X(o.StartOffset), p.y(ms), colorOf(o.Final), html.EscapeString(o.OrderID), o.Final, o.FinalMillis)
+			p.X(o.StartOffset), p.Y(ms), colorOf(o.Final), html.EscapeString(o.OrderID), o.Final, o.FinalMillis)
 	}
 	for sec := 0.0; sec <= p.Span; sec += tick(p.Span) {
 		fmt.Fprintf(b, `<text x="%.1f" y="%.0f" text-anchor="middle" font-size="10">%.0fs</text>`+"\n", p.X(sec), p.Top+p.Height+16, sec)
+	}
+}
+
+// MsGrid writes the log scale's grid lines, labelled at x (anchored
+// "start" or "end").
+func (p OrderPlot) MsGrid(b *strings.Builder, x float64, anchor string) {
+	for _, ms := range []float64{10, 100, 1000, 10000, 100000} {
+		fmt.Fprintf(b, `<line x1="%.0f" x2="%.0f" y1="%.1f" y2="%.1f" stroke="#dddddd"/>`+"\n", p.Left, p.Width-p.Right, p.Y(ms), p.Y(ms))
+		fmt.Fprintf(b, `<text x="%.0f" y="%.1f" text-anchor="%s" font-size="10">%s</text>`+"\n", x, p.Y(ms)+3, anchor, MsLabel(ms))
 	}
 }
 
@@ -136,7 +144,8 @@ func colorOf(final string) string {
 	return "#000000"
 }
 
-func msLabel(ms float64) string {
+// MsLabel writes a time in milliseconds as an axis label: 10ms, 1s.
+func MsLabel(ms float64) string {
 	if ms >= 1000 {
 		return fmt.Sprintf("%.0fs", ms/1000)
 	}

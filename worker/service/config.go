@@ -46,6 +46,12 @@ type Config struct {
 	// UI's origin); CodecToken, when set, is the bearer token it requires.
 	CodecOrigins []string
 	CodecToken   string
+	// Pprof serves Go's profiler under /debug/pprof/ on HTTPAddr.
+	Pprof bool
+	// Capacity knobs (tuning.go): 0 keeps the library's default.
+	DBMaxConns      int
+	StickyCacheSize int
+	TaskPollers     int
 	// ShutdownTimeout bounds the wait for in-flight activities on stop.
 	ShutdownTimeout time.Duration
 	// Listener, when set, is used instead of listening on HTTPAddr (tests).
@@ -93,6 +99,8 @@ func ParseFlags(args []string, getenv func(string) string, usage io.Writer) (Con
 	origins := fs.String("codec-cors-origins", config.Env(getenv, "PAYGUARD_CODEC_CORS_ORIGINS", config.DefaultCodecOrigins),
 		"comma-separated browser origins the codec server answers (the Temporal UI's; env PAYGUARD_CODEC_CORS_ORIGINS)")
 	fs.StringVar(&c.CodecToken, "codec-token", getenv("PAYGUARD_CODEC_TOKEN"), "bearer token the codec server requires (env PAYGUARD_CODEC_TOKEN; unset, none: loopback only)")
+	registerTuning(fs, &c)
+	fs.BoolVar(&c.Pprof, "pprof", false, "serve Go's profiler under /debug/pprof/ on --http-addr (make bench turns it on)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to wait for in-flight activities on shutdown")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
@@ -133,6 +141,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("configuration: --reconcile-interval must be 0 (off) or at least 1s, got %s", c.ReconcileInterval)
 	case c.BreakerScope != "" && c.BreakerScope != breaker.ScopeFleet && c.BreakerScope != breaker.ScopeProcess:
 		return fmt.Errorf("configuration: --breaker-scope must be %s or %s, got %q", breaker.ScopeFleet, breaker.ScopeProcess, c.BreakerScope)
+	case c.DBMaxConns < 0 || c.StickyCacheSize < 0 || c.TaskPollers < 0:
+		return fmt.Errorf("configuration: --db-max-conns, --sticky-cache-size and --task-pollers must not be negative")
 	case c.CallbackAuth != "" && c.CallbackAuth != CallbackAuthSigned && c.CallbackAuth != CallbackAuthLookup:
 		return fmt.Errorf("configuration: --callback-auth must be %s or %s, got %q", CallbackAuthSigned, CallbackAuthLookup, c.CallbackAuth)
 	}
@@ -167,6 +177,7 @@ func (c Config) LogAttrs() []any {
 		"breaker_half_open_calls", c.Breaker.HalfOpenCalls, "breaker_scope", c.breakerScope(), "callback_auth", c.callbackAuth(),
 		"reconcile_interval", c.ReconcileInterval.String(), "reconcile_window", c.ReconcileWindow.String(), "reconcile_rate", c.reconcileRate(),
 		"codec_key_file", c.codecKeySource(), "codec_cors_origins", c.CodecOrigins, "codec_token", config.MaskSecret(c.CodecToken),
+		"pprof", c.Pprof, "db_max_conns", c.DBMaxConns, "sticky_cache_size", c.StickyCacheSize, "task_pollers", c.TaskPollers,
 	}
 }
 

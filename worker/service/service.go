@@ -109,7 +109,7 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error
 		}
 	}()
 
-	st, err := openStore(ctx, cfg.DatabaseURL, logger)
+	st, err := openStore(ctx, cfg.databaseURL(), logger)
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +131,7 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error
 	if err != nil {
 		return nil, err
 	}
-	w.worker = worker.New(w.temporal, cfg.TaskQueue, worker.Options{WorkerStopTimeout: cfg.ShutdownTimeout})
+	w.worker = cfg.newWorker(w.temporal)
 	workflows.New(cfg.Tuning()).Register(w.worker)
 	w.worker.RegisterActivity(acts)
 	w.worker.RegisterActivity(activities.NewSweeper(st, acts, workflowRunning(w.temporal), cfg.reconcileRate(),
@@ -154,6 +154,9 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error
 	mux.HandleFunc("GET /healthz", w.healthz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(w.Metrics.Registry, promhttp.HandlerOpts{}))
 	w.codec.Register(mux, codec.ServerOptions{Origins: cfg.CodecOrigins, Token: cfg.CodecToken})
+	if cfg.Pprof {
+		servePprof(mux)
+	}
 	w.http = cfg.HTTPTimeouts.Server(mux)
 
 	if err := w.worker.Start(); err != nil {

@@ -1,0 +1,81 @@
+package harness
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/payguard/payguard/internal/testenv"
+)
+
+// The bench's quick mode, every phase, against the real stack (dev server,
+// PostgreSQL, pgsim and worker processes), so the harness cannot rot. It
+// checks what the run counted and wrote, never how fast anything was.
+func TestQuickBenchRunsEveryPhaseOnTheRealStack(t *testing.T) {
+	testenv.NeedsServices(t, "the dev server, PostgreSQL, pgsim and worker binaries")
+	bin := t.TempDir()
+	for _, pkg := range []string{"./pgsim", "./worker"} {
+		require.NoError(t, os.Rename(testenv.BuildBinary(t, pkg), filepath.Join(bin, filepath.Base(pkg))))
+	}
+	out := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var stdout bytes.Buffer
+	err := Run(ctx, []string{"--quick", "--bin", bin, "--out", out, "--label", "test"}, &stdout)
+	require.NoError(t, err, stdout.String())
+
+	raw, err := os.ReadFile(filepath.Join(out, "report.json"))
+	require.NoError(t, err)
+	var r Report
+	require.NoError(t, json.Unmarshal(raw, &r))
+	require.NotNil(t, r.Baseline)
+	assert.Positive(t, r.Baseline.Completed)
+	assert.Zero(t, r.Baseline.Errors, r.Baseline.FirstError)
+	require.NotEmpty(t, r.Steps)
+	for _, s := range r.Steps {
+		total := 0
+		for _, n := range s.Final {
+			total += n
+		}
+		assert.Equal(t, int(s.Offered*s.DurationSec), s.Launched, "every order of a step is launched")
+		assert.Equal(t, s.Launched, total, "every launched order is counted once: %v", s.Final)
+		// Orders still running when the step's wait ends (UNFINISHED, or
+		// ERROR when the wait's own call timed out) are a matter of speed,
+		// which a shared machine decides; a wrong ending is not.
+		assert.Zero(t, s.Final["FAILED"]+s.Final["CANCELLED"]+s.Final["REJECTED"]+s.Final["NOT_STARTED"], "calm pgsim: %v", s.Final)
+	}
+	require.NotNil(t, r.Capacity)
+	assert.Equal(t, 50, r.Capacity.Waiting, "every capacity order is left waiting (PENDING)")
+	assert.Positive(t, r.Capacity.HistoryBytes)
+	assert.Positive(t, r.Capacity.After.RSSMB)
+	require.NotNil(t, r.Breaker)
+	require.Len(t, r.Breaker.Trips, 1)
+	assert.GreaterOrEqual(t, r.Breaker.Trips[0].ToOpenSec, 0.0, "the breaker opens once the gateway is down")
+	assert.Equal(t, 2000, r.Breaker.OpenLookup.Count)
+
+	svg, err := os.ReadFile(filepath.Join(out, "report.svg"))
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(string(svg), "<svg"))
+	assert.Contains(t, stdout.String(), "ratio payguard / no-op")
+}
+
+func TestFlagsRefuseBadInputBeforeAnythingStarts(t *testing.T) {
+	for _, args := range [][]string{
+		{"--rates", "10,abc"}, {"--rates", "0"}, {"--in-flight", "0"}, {"--waiting", "0"}, {"--phases", "rates,nap"}, {"extra"},
+	} {
+		_, err := parseFlags(args, &bytes.Buffer{})
+		assert.Error(t, err, "%v", args)
+	}
+	o, err := parseFlags([]string{"--waiting-10k", "--worker-args", "--pprof  --poll-max 2m"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, 10_000, o.Waiting)
+	assert.Equal(t, []string{"--pprof", "--poll-max", "2m"}, o.WorkerArgs)
+}

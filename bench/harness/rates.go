@@ -1,0 +1,80 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/payguard/payguard/config"
+	"github.com/payguard/payguard/loadgen"
+	"github.com/payguard/payguard/status"
+)
+
+// sustainP99 is the slowest p99 time to final status a sustained rate may
+// have (the issue's bar).
+const sustainP99 = 2 * time.Second
+
+// Step is one open-loop rate of the payguard phase.
+type Step struct {
+	Offered     float64             `json:"offeredPerSecond"`
+	DurationSec float64             `json:"durationSeconds"`
+	Launched    int                 `json:"launched"`
+	Final       map[string]int      `json:"final"`
+	Throughput  float64             `json:"confirmedPerSecond"` // CONFIRMED orders over first launch to last final status
+	Latency     loadgen.Percentiles `json:"finalLatency"`
+	Sustained   bool                `json:"sustained"`
+	Why         string              `json:"why,omitempty"` // why not sustained
+}
+
+// products are the bench's stock, set far above any run's demand.
+var products = []string{"BENCH1", "BENCH2", "BENCH3"}
+
+// benchOrder is every bench order: a card pgsim takes, a deadline far past
+// any step.
+func benchOrder(deadline time.Duration) loadgen.Order {
+	return loadgen.Order{Qty: 1, Amount: 1000, User: "bench", CardType: "SAMSUNG", CardNo: "1234-5678-9814-1451", Deadline: deadline}
+}
+
+// runStep places orders at rate for d through loadgen (the starter's
+// `load` path) and judges the step: sustained when every order is
+// CONFIRMED with p99 under sustainP99, none still running sustainP99 after
+// the last launch (completions keep up).
+func runStep(ctx context.Context, cl client.Client, rate float64, d time.Duration, progress io.Writer) (Step, loadgen.Summary) {
+	cfg := loadgen.Config{Rate: rate, Duration: d, Products: products, Order: benchOrder(time.Hour),
+		WaitTimeout: sustainP99, TaskQueue: config.DefaultTaskQueue}
+	if err := cfg.Validate(); err != nil {
+		return Step{Offered: rate, Why: err.Error()}, loadgen.Summary{}
+	}
+	sum := loadgen.Run(ctx, cl, cfg, progress)
+	s := Step{Offered: rate, DurationSec: d.Seconds(), Launched: len(sum.Orders), Final: sum.Final, Latency: sum.FinalLatency}
+	first, last := math.Inf(1), 0.0
+	for _, o := range sum.Orders {
+		first = math.Min(first, o.StartOffset)
+		if o.FinalMillis > 0 {
+			last = math.Max(last, o.StartOffset+o.FinalMillis/1000)
+		}
+	}
+	confirmed := sum.Final[string(status.OrderConfirmed)]
+	if last > first {
+		s.Throughput = round2(float64(confirmed) / (last - first))
+	}
+	switch {
+	case confirmed != s.Launched:
+		s.Why = fmt.Sprintf("%d of %d orders CONFIRMED (%v)", confirmed, s.Launched, sum.Final)
+		for _, o := range sum.Orders {
+			if o.FinalError != "" || o.StartError != "" {
+				s.Why += fmt.Sprintf("; order %s: %s%s", o.OrderID, o.StartError, o.FinalError)
+				break
+			}
+		}
+	case s.Latency.P99 >= float64(sustainP99.Milliseconds()):
+		s.Why = fmt.Sprintf("p99 %.0f ms ≥ %s", s.Latency.P99, sustainP99)
+	default:
+		s.Sustained = true
+	}
+	return s, sum
+}

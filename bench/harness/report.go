@@ -1,0 +1,137 @@
+package harness
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"text/tabwriter"
+)
+
+// Report is one bench run: bench-out/report.json.
+type Report struct {
+	Label      string         `json:"label,omitempty"`
+	Quick      bool           `json:"quick"`
+	Machine    Machine        `json:"machine"`
+	WorkerArgs []string       `json:"workerArgs,omitempty"`
+	Eager      bool           `json:"eager"`
+	Baseline   *Baseline      `json:"baseline,omitempty"`
+	Steps      []Step         `json:"steps,omitempty"`
+	Sustained  float64        `json:"sustainedOrdersPerSecond"` // the highest sustained step's confirmed/s
+	Ratio      float64        `json:"ratioToBaseline"`          // the headline: Sustained / baseline workflows/s
+	Breaker    *BreakerResult `json:"breaker,omitempty"`
+	Capacity   *Capacity      `json:"capacity,omitempty"`
+}
+
+// Machine says what the numbers were measured on, and how busy it was.
+type Machine struct {
+	CPUs       int    `json:"cpus"`
+	Model      string `json:"cpuModel"`
+	GoVersion  string `json:"goVersion"`
+	LoadBefore string `json:"loadAverageBefore"`
+	LoadAfter  string `json:"loadAverageAfter"`
+}
+
+func machine() Machine {
+	m := Machine{CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), LoadBefore: loadAverage()}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.Model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	return m
+}
+
+// loadAverage is /proc/loadavg's 1, 5 and 15 minute figures.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// summarise takes the highest sustained step and the headline ratio.
+func (r *Report) summarise() {
+	r.Sustained = 0
+	for _, s := range r.Steps {
+		if s.Sustained {
+			r.Sustained = math.Max(r.Sustained, s.Throughput)
+		}
+	}
+	if r.Baseline != nil && r.Baseline.PerSecond > 0 {
+		r.Ratio = round2(r.Sustained / r.Baseline.PerSecond)
+	}
+}
+
+// Table is the run for the terminal and the README.
+func (r Report) Table() string {
+	var b strings.Builder
+	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(w, "\n  payguard bench%s — %d CPUs (%s), load average %s before, %s after\n\n", labelled(r.Label), r.Machine.CPUs,
+		r.Machine.Model, r.Machine.LoadBefore, r.Machine.LoadAfter)
+	fmt.Fprintf(w, "  measure\tvalue\tdetail\n")
+	if b := r.Baseline; b != nil {
+		fmt.Fprintf(w, "  no-op baseline (%d activities, %d in flight)\t%.1f workflows/s\tp50 %.0f ms, p99 %.0f ms, %d errors\n",
+			b.Activities, b.InFlight, b.PerSecond, b.Latency.P50, b.Latency.P99, b.Errors)
+	}
+	for _, s := range r.Steps {
+		fmt.Fprintf(w, "  payguard at %.0f orders/s offered\t%.1f confirmed/s\tp50 %.0f ms, p99 %.0f ms, %s\n",
+			s.Offered, s.Throughput, s.Latency.P50, s.Latency.P99, verdict(s))
+	}
+	if len(r.Steps) > 0 {
+		fmt.Fprintf(w, "  payguard sustained\t%.1f orders/s\tevery order CONFIRMED, p99 < %s\n", r.Sustained, sustainP99)
+	}
+	if r.Baseline != nil && len(r.Steps) > 0 {
+		fmt.Fprintf(w, "  ratio payguard / no-op (headline)\t%.2f×\ttarget ≥ 1.0×\n", r.Ratio)
+	}
+	if c := r.Capacity; c != nil {
+		fmt.Fprintf(w, "  %d waiting orders (of %d): worker RSS\t%.1f MB per 1000\t%.0f → %.0f MB (target 10 000 ≤ 300 MB)\n",
+			c.Waiting, c.Orders, c.RSSPer1000MB, c.Before.RSSMB, c.After.RSSMB)
+		fmt.Fprintf(w, "  %d waiting orders: Go heap\t%.1f MB per 1000\t%.0f → %.0f MB after a forced GC\n", c.Waiting, c.HeapPer1000MB, c.Before.HeapMB, c.After.HeapMB)
+		fmt.Fprintf(w, "  history per order\t%d bytes waiting\t%d events; a CONFIRMED one %d bytes, %d events\n",
+			c.HistoryBytes, c.HistoryEvents, c.ConfirmedBytes, c.ConfirmedEvents)
+	}
+	if br := r.Breaker; br != nil {
+		fmt.Fprintf(w, "  open-breaker lookup (activity, in process)\tp50 %.1f µs, p99 %.1f µs\ttarget p99 ≤ 1 ms\n", br.OpenLookup.P50, br.OpenLookup.P99)
+		for _, t := range br.Trips {
+			v := fmt.Sprintf("%.2f s", t.ToOpenSec)
+			if t.ToOpenSec < 0 {
+				v = "not OPEN"
+			}
+			fmt.Fprintf(w, "  gateway down → OPEN at %g lookups/s\t%s\t%d lookups while down (target ≤ 1 s at ≥ 3/s)\n", t.LookupsPerSec, v, t.Lookups)
+		}
+	}
+	w.Flush()
+	return b.String()
+}
+
+func labelled(l string) string {
+	if l == "" {
+		return ""
+	}
+	return " [" + l + "]"
+}
+
+func (r Report) write(dir string) error {
+	raw, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "report.json"), append(raw, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "report.svg"), []byte(r.SVG()), 0o644)
+}
+
+func round2(v float64) float64 { return math.Round(v*100) / 100 }

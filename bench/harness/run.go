@@ -1,0 +1,254 @@
+// Package harness is `make bench`: it starts its own stack (the tuned
+// Temporal dev server, pgsim calm with immediate callbacks, one payguard
+// worker, all connected directly, no fault proxies) and in one run on that
+// server measures the no-op baseline, payguard's highest sustained order
+// rate, their ratio, the memory and history of waiting orders, and the
+// lookup breaker. It writes a table, report.json and report.svg.
+package harness
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/payguard/payguard/chaos/stack"
+	"github.com/payguard/payguard/internal/devserver"
+)
+
+// Options are the bench's flags.
+type Options struct {
+	Bin        string
+	Out        string
+	Quick      bool
+	InFlight   int           // the baseline's closed loop
+	Baseline   time.Duration // how long the baseline runs
+	Rates      []float64     // payguard's open-loop steps, rising
+	Step       time.Duration // each step's launch time
+	Waiting    int           // orders left waiting in the capacity phase
+	WorkerArgs []string      // extra worker flags (the levers under test)
+	Phases     string        // which phases run
+	Label      string        // names the run in the report (e.g. the lever)
+	Eager      bool          // the dev server runs with devserver.EagerArgs
+	Profile    bool          // save the worker's CPU profile of each rate step
+}
+
+// quick is the harness's smoke size: every phase, small and short.
+func (o *Options) quick() {
+	o.InFlight, o.Baseline, o.Rates, o.Step, o.Waiting = 4, 3*time.Second, []float64{2, 4}, 3*time.Second, 50
+}
+
+func parseFlags(args []string, usage io.Writer) (Options, error) {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(usage)
+	var o Options
+	var rates, workerArgs string
+	var big bool
+	fs.StringVar(&o.Bin, "bin", "bin", "directory holding the pgsim and worker binaries (make build)")
+	fs.StringVar(&o.Out, "out", "bench-out", "where report.json, report.svg and the services' logs go")
+	fs.BoolVar(&o.Quick, "quick", false, "smoke size: 4 in flight for 3 s, rates 2 and 4 for 3 s each, 50 waiting orders")
+	fs.IntVar(&o.InFlight, "in-flight", 30, "no-op workflows kept in flight by the baseline's closed loop")
+	fs.DurationVar(&o.Baseline, "baseline", 30*time.Second, "how long the baseline runs")
+	fs.StringVar(&rates, "rates", "10,15,20,25,30,40,50", "payguard's open-loop rates (orders/s), rising; the steps stop at the first one not sustained")
+	fs.DurationVar(&o.Step, "step", 20*time.Second, "how long each rate launches orders")
+	fs.IntVar(&o.Waiting, "waiting", 2000, "orders left waiting in the capacity phase")
+	fs.BoolVar(&big, "waiting-10k", false, "leave 10 000 orders waiting (the memory target)")
+	fs.StringVar(&workerArgs, "worker-args", "", "extra worker flags, space-separated (levers under test)")
+	fs.StringVar(&o.Phases, "phases", "baseline,rates,breaker,capacity", "phases to run, comma-separated")
+	fs.BoolVar(&o.Eager, "eager", false, "start the dev server with eager activity execution and eager workflow start on")
+	fs.BoolVar(&o.Profile, "profile", false, "save the worker's CPU profile of each rate step as worker-cpu-<rate>.pprof in --out")
+	fs.StringVar(&o.Label, "label", "", "a name for this run in the report (e.g. the lever tried)")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	for _, r := range strings.Split(rates, ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(r), 64)
+		if err != nil || v <= 0 || v > 1000 {
+			return o, fmt.Errorf("--rates: %q is not a rate within (0, 1000]", r)
+		}
+		o.Rates = append(o.Rates, v)
+	}
+	if big {
+		o.Waiting = 10_000
+	}
+	if o.Quick {
+		o.quick()
+	}
+	o.WorkerArgs = strings.Fields(workerArgs)
+	switch {
+	case o.InFlight < 1 || o.Baseline <= 0 || o.Step <= 0:
+		return o, errors.New("--in-flight, --baseline and --step must be positive")
+	case o.Waiting < 1:
+		return o, errors.New("--waiting must be at least 1")
+	}
+	for _, p := range strings.Split(o.Phases, ",") {
+		if !strings.Contains(",baseline,rates,breaker,capacity,", ","+p+",") {
+			return o, fmt.Errorf("--phases: unknown phase %q", p)
+		}
+	}
+	return o, nil
+}
+
+func (o Options) has(phase string) bool { return strings.Contains(","+o.Phases+",", ","+phase+",") }
+
+// calmPgsim: no injected faults, 20–50 ms to decide, every payment
+// succeeds and its callback comes at once.
+var calmPgsim = []string{"--latency-min", "0ms", "--latency-max", "0ms", "--create-error-rate", "0",
+	"--processing-min", "20ms", "--processing-max", "50ms", "--success-rate", "1"}
+
+// capacityRate is how fast the capacity phase starts its orders: what a
+// dev server on a busy 2-core machine takes without refusing starts.
+const capacityRate = 30
+
+// Run is the bench's main.
+func Run(ctx context.Context, args []string, stdout io.Writer) error {
+	o, err := parseFlags(args, stdout)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return run(ctx, o, stdout)
+}
+
+func run(ctx context.Context, o Options, stdout io.Writer) error {
+	if err := os.MkdirAll(o.Out, 0o755); err != nil {
+		return err
+	}
+	cli, err := devserver.TemporalCLI()
+	if err != nil {
+		return err
+	}
+	say := func(format string, a ...any) { fmt.Fprintf(stdout, "bench: "+format+"\n", a...) }
+	rep := Report{Label: o.Label, Machine: machine(), WorkerArgs: o.WorkerArgs, Quick: o.Quick, Eager: o.Eager}
+	var temporalArgs []string
+	if o.Eager {
+		temporalArgs = devserver.EagerArgs
+	}
+	say("starting the stack (dev server, pgsim calm, one worker)... load average %s", rep.Machine.LoadBefore)
+	st, err := stack.Start(ctx, stack.Options{
+		Bin: o.Bin, TemporalCLI: cli, Out: o.Out, AdminDBURL: devserver.AdminDatabaseURL(), Secret: "bench-secret",
+		Workers: 1, Direct: true, DatabaseName: fmt.Sprintf("payguard_bench_%d", time.Now().UnixNano()),
+		PgsimArgs: calmPgsim, TemporalArgs: temporalArgs, WorkerArgs: append([]string{"--pprof", "--shutdown-timeout", "3s"}, o.WorkerArgs...),
+	})
+	if err != nil {
+		return err
+	}
+	defer st.Stop(true)
+	db, err := pgxpool.New(ctx, st.DBURL)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	store, err := st.OpenStore(ctx)
+	if err != nil {
+		return err
+	}
+	for _, p := range products {
+		if _, err := store.SetStock(ctx, p, 100_000_000); err != nil {
+			store.Close()
+			return err
+		}
+	}
+	store.Close()
+	w := st.Workers[0]
+
+	nw, err := startNoopWorker(st.Client)
+	if err != nil {
+		return err
+	}
+	// Warm both paths up (connections, caches) before anything is timed.
+	runBaseline(ctx, st.Client, 2, time.Second, "warm-noop")
+	runStep(ctx, st.Client, 5, time.Second, nil)
+
+	if o.has("baseline") {
+		say("baseline: no-op workflow of %d activities, %d in flight for %s...", happyPathActivities, o.InFlight, o.Baseline)
+		b := runBaseline(ctx, st.Client, o.InFlight, o.Baseline, "noop-"+strconv.FormatInt(time.Now().UnixNano(), 36))
+		rep.Baseline = &b
+		say("baseline: %.1f workflows/s, p50 %.0f ms, p99 %.0f ms, %d errors", b.PerSecond, b.Latency.P50, b.Latency.P99, b.Errors)
+	}
+	nw.Stop()
+
+	var confirmed, lookupOrder string
+	if o.has("rates") {
+		for _, rate := range o.Rates {
+			profiled := make(chan error, 1)
+			if o.Profile && o.Step >= time.Second {
+				go func() {
+					profiled <- saveCPUProfile(ctx, w.HTTPAddr, o.Step, filepath.Join(o.Out, fmt.Sprintf("worker-cpu-%g.pprof", rate)))
+				}()
+			} else {
+				profiled <- nil
+			}
+			// No breaker watch: pgsim is calm, and the load generator's
+			// /metrics scrape every 200 ms was over a third of the worker's
+			// CPU in the first profile — the bench's cost, not payguard's.
+			step, sum := runStep(ctx, st.Client, rate, o.Step, nil)
+			if err := <-profiled; err != nil {
+				say("profile at %g/s: %v", rate, err)
+			}
+			rep.Steps = append(rep.Steps, step)
+			say("payguard %5.1f/s offered: %5.1f confirmed/s, p50 %.0f ms, p99 %.0f ms %s", rate, step.Throughput,
+				step.Latency.P50, step.Latency.P99, verdict(step))
+			for _, s := range sum.Orders {
+				if s.Final == "CONFIRMED" {
+					confirmed = s.OrderID
+				}
+			}
+			if !step.Sustained || ctx.Err() != nil {
+				break
+			}
+		}
+	}
+	rep.summarise()
+	if o.has("breaker") {
+		lookupOrder = confirmed
+		if lookupOrder == "" {
+			lookupOrder = "bench-no-such-order"
+		}
+		warm, limit, rates := 12*time.Second, 30*time.Second, []float64{1, 3, 10}
+		if o.Quick {
+			warm, limit, rates = time.Second, 10*time.Second, []float64{10}
+		}
+		say("breaker: gateway down → OPEN at %v lookups/s...", rates)
+		b, err := runBreaker(ctx, st.Pgsim.GatewayURL, st.Pgsim.AdminURL, lookupOrder, rates, warm, limit, 2000)
+		if err != nil {
+			return err
+		}
+		rep.Breaker = &b
+	}
+	if o.has("capacity") {
+		say("capacity: %d orders left waiting...", o.Waiting)
+		c, err := runCapacity(ctx, st.Client, db, st.Pgsim.AdminURL, w.HTTPAddr, o.Waiting, capacityRate, confirmed)
+		if err != nil {
+			return err
+		}
+		rep.Capacity = &c
+	}
+	rep.Machine.LoadAfter = loadAverage()
+	fmt.Fprint(stdout, rep.Table())
+	if err := rep.write(o.Out); err != nil {
+		return err
+	}
+	say("wrote %s and %s", filepath.Join(o.Out, "report.json"), filepath.Join(o.Out, "report.svg"))
+	return nil
+}
+
+func verdict(s Step) string {
+	if s.Sustained {
+		return "sustained"
+	}
+	return "NOT sustained: " + s.Why
+}

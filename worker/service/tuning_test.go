@@ -1,0 +1,35 @@
+package service
+
+import (
+	"io"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestCapacityKnobsDefaultToTheLibrariesAndSizeThePool(t *testing.T) {
+	getenv := func(string) string { return "" }
+	c, err := ParseFlags(nil, getenv, io.Discard)
+	require.NoError(t, err)
+	assert.Zero(t, c.DBMaxConns+c.StickyCacheSize+c.TaskPollers)
+	assert.False(t, c.Pprof)
+	assert.Equal(t, c.DatabaseURL, c.databaseURL(), "no pool size: the URL as given")
+
+	c, err = ParseFlags([]string{"--db-max-conns", "24", "--task-pollers", "4", "--sticky-cache-size", "500", "--pprof"}, getenv, io.Discard)
+	require.NoError(t, err)
+	pc, err := pgxpool.ParseConfig(c.databaseURL())
+	require.NoError(t, err)
+	assert.EqualValues(t, 24, pc.MaxConns, "pgx reads the pool size from the URL")
+	assert.Equal(t, "payguard", pc.ConnConfig.Database, "the rest of the URL is kept")
+	opts := c.workerOptions()
+	assert.Equal(t, 4, opts.MaxConcurrentWorkflowTaskPollers)
+	assert.Equal(t, 4, opts.MaxConcurrentActivityTaskPollers)
+	assert.True(t, c.Pprof)
+
+	for _, bad := range []string{"--db-max-conns", "--sticky-cache-size", "--task-pollers"} {
+		_, err := ParseFlags([]string{bad, "-1"}, getenv, io.Discard)
+		assert.Error(t, err, bad)
+	}
+}
