@@ -61,6 +61,9 @@ type Handle interface {
 	gobreaker.SharedDataStore
 	StateKey() string
 	Written() []byte
+	// ReadErr is the last read's failure, which gobreaker reports as
+	// ErrNoSharedState.
+	ReadErr() error
 }
 
 // Shared is the fleet's store of breaker states.
@@ -157,13 +160,11 @@ func New(rules Rules, shared *Shared, obs Observer, log *slog.Logger) *Breaker {
 	}
 	b.local = gobreaker.NewCircuitBreaker[struct{}](local)
 	if shared != nil {
-		b.mu.Lock()
 		if in, err := b.newInstance(); err != nil {
-			b.degrade(err)
+			b.degradeLocked(err)
 		} else {
-			b.free = append(b.free, in)
+			b.checkin(in)
 		}
-		b.mu.Unlock()
 		go b.watch()
 	}
 	return b

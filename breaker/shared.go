@@ -2,6 +2,7 @@ package breaker
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
@@ -18,8 +19,9 @@ type errShared struct{ err error }
 func (e errShared) Error() string { return "shared breaker store: " + e.err.Error() }
 func (e errShared) Unwrap() error { return e.err }
 
-// newInstance builds one DistributedCircuitBreaker (b.mu held; it reads and
-// may write the shared state).
+// newInstance builds one DistributedCircuitBreaker. It takes the shared
+// lease, which may mean waiting for another worker: never with b.mu held,
+// or every call of this worker (the open fast path too) would wait as well.
 func (b *Breaker) newInstance() (*instance, error) {
 	h := b.shared.NewHandle(func(op string, took time.Duration, err error) {
 		if b.obs != nil {
@@ -28,22 +30,42 @@ func (b *Breaker) newInstance() (*instance, error) {
 	})
 	settings := b.settings
 	settings.OnStateChange = nil
-	dcb, err := gobreaker.NewDistributedCircuitBreaker[struct{}](h, settings)
+	dcb, err := newDistributed(h, settings)
 	if err != nil {
 		return nil, err
 	}
+	b.mu.Lock()
 	b.stateKey = h.StateKey()
+	b.mu.Unlock()
 	return &instance{dcb: dcb, handle: h}, nil
+}
+
+// newDistributed is gobreaker.NewDistributedCircuitBreaker, which (v2.4.0)
+// panics when it fails after taking the lock: it returns a nil breaker and
+// its deferred unlock calls through it. The panic becomes the error, and
+// the lease is given back here instead.
+func newDistributed(h Handle, settings gobreaker.Settings) (dcb *gobreaker.DistributedCircuitBreaker[struct{}], err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			_ = h.Unlock("gobreaker:mutex:" + settings.Name)
+			dcb = nil
+			if err = h.ReadErr(); err == nil {
+				err = fmt.Errorf("build the shared breaker: %v", r)
+			}
+		}
+	}()
+	return gobreaker.NewDistributedCircuitBreaker[struct{}](h, settings)
 }
 
 func (b *Breaker) checkout() (*instance, error) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	if n := len(b.free); n > 0 {
 		in := b.free[n-1]
 		b.free = b.free[:n-1]
+		b.mu.Unlock()
 		return in, nil
 	}
+	b.mu.Unlock()
 	return b.newInstance()
 }
 
@@ -95,9 +117,15 @@ func (b *Breaker) readShared() (gobreaker.SharedState, error) {
 func (b *Breaker) record(outcome error) {
 	_, err := b.execute(func() error { return outcome })
 	var shared errShared
-	if errors.As(err, &shared) {
+	if errors.As(err, &shared) && !b.contended(shared.err) {
 		b.degradeLocked(shared.err)
 	}
+}
+
+// contended: the shared store answered, but another holder has the lease
+// (or took over ours): busy, not an outage.
+func (b *Breaker) contended(err error) bool {
+	return b.shared.Contention != nil && b.shared.Contention(err)
 }
 
 // guarded runs req under the shared lease: a half-open trial or a call that
@@ -113,7 +141,7 @@ func (b *Breaker) guarded(req func() error) error {
 	}
 	var shared errShared
 	if errors.As(err, &shared) {
-		if b.shared.Contention == nil || !b.shared.Contention(shared.err) {
+		if !b.contended(shared.err) {
 			b.degradeLocked(shared.err)
 			return b.doLocal(req)
 		}
@@ -149,6 +177,9 @@ func (b *Breaker) execute(req func() error) (called bool, err error) {
 		return called, reqErr
 	case !called && (errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests)):
 		return false, err
+	case errors.Is(err, gobreaker.ErrNoSharedState) && in.handle.ReadErr() != nil:
+		// The read failed (a lease held elsewhere, an outage): say which.
+		err = in.handle.ReadErr()
 	}
 	return called, errShared{err}
 }
