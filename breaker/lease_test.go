@@ -155,3 +155,39 @@ func TestWaitingForTheLeaseHoldsUpNoOtherCall(t *testing.T) {
 	require.ErrorAs(t, got, &open)
 	assert.Equal(t, gobreaker.StateOpen, open.State)
 }
+
+// The open state's expiry is written by the worker that tripped the
+// breaker, on its clock. When that clock runs ahead, the others hold an
+// open state until an expiry far off, while the tripping worker's trials
+// close the breaker on time. Once this worker sees the fleet's breaker
+// closed, it must stop refusing from memory.
+func TestClosedByTheFleetEndsTheOpenSeenInMemory(t *testing.T) {
+	url := testenv.NewDatabase(t)
+	admin := openStore(t, url)
+	require.NoError(t, admin.Migrate(context.Background()))
+	b := breaker.New(activities.LookupRules(settings), openStore(t, url).SharedBreakers(2*time.Second), &seen{}, testenv.Logger(t))
+	t.Cleanup(b.Close)
+
+	other := openStore(t, url).BreakerHandle(time.Minute, nil)
+	write := func(st gobreaker.SharedState) {
+		t.Helper()
+		require.NoError(t, other.Lock(mutexKey))
+		defer func() { require.NoError(t, other.Unlock(mutexKey)) }()
+		st.Buckets = []gobreaker.Counts{}
+		data, err := json.Marshal(st)
+		require.NoError(t, err)
+		require.NoError(t, other.SetData(stateKey, data))
+	}
+	// Tripped by a worker whose clock is an hour ahead of ours.
+	write(gobreaker.SharedState{State: gobreaker.StateOpen, Generation: 1, Expiry: time.Now().Add(time.Hour)})
+	var open *breaker.OpenError
+	require.ErrorAs(t, b.Do(func() error { return nil }), &open)
+	// Its trials closed the breaker.
+	write(gobreaker.SharedState{State: gobreaker.StateClosed, Generation: 2, Start: time.Now()})
+	called := false
+	testenv.Eventually(t, 5*time.Second, func() bool {
+		_ = b.Do(func() error { called = true; return nil })
+		return called
+	}, "a call goes through once the fleet's breaker is closed")
+	assert.Equal(t, gobreaker.StateClosed, b.State())
+}
