@@ -310,6 +310,10 @@ func effective(st gobreaker.SharedState, now time.Time) gobreaker.State {
 
 // see records the state this worker saw (b.mu held).
 func (b *Breaker) see(state gobreaker.State, openUntil time.Time, counts gobreaker.Counts) {
+	// An open state is refused from memory until its expiry; any other ends
+	// that: the expiry was set on the tripping worker's clock, and the fleet
+	// may have moved on before ours reaches it.
+	b.openUntil = time.Time{}
 	if state == gobreaker.StateOpen {
 		b.openUntil = openUntil
 	}

@@ -85,7 +85,8 @@ func TestLateTrialCannotOverwriteTheSuccessorsVerdict(t *testing.T) {
 	require.NoError(t, admin.Migrate(context.Background()))
 	a := breaker.New(activities.LookupRules(oneTrial), openStore(t, url).SharedBreakers(time.Second), &seen{}, testenv.Logger(t))
 	t.Cleanup(a.Close)
-	b := breaker.New(activities.LookupRules(oneTrial), openStore(t, url).SharedBreakers(time.Second), &seen{}, testenv.Logger(t))
+	// b waits longer than a's lease lasts.
+	b := breaker.New(activities.LookupRules(oneTrial), openStore(t, url).SharedBreakers(3*time.Second), &seen{}, testenv.Logger(t))
 	t.Cleanup(b.Close)
 	require.ErrorIs(t, a.Do(func() error { return gateway.ErrUnreachable }), gateway.ErrUnreachable)
 	testenv.Eventually(t, 5*time.Second, func() bool { return b.State() == gobreaker.StateHalfOpen }, "the breaker half-opens")
@@ -173,17 +174,22 @@ func TestClosedByTheFleetEndsTheOpenSeenInMemory(t *testing.T) {
 		t.Helper()
 		require.NoError(t, other.Lock(mutexKey))
 		defer func() { require.NoError(t, other.Unlock(mutexKey)) }()
-		st.Buckets = []gobreaker.Counts{}
 		data, err := json.Marshal(st)
 		require.NoError(t, err)
 		require.NoError(t, other.SetData(stateKey, data))
 	}
+	data, err := admin.ReadBreakerState(stateKey)
+	require.NoError(t, err)
+	closed := decodeState(t, data) // as the breaker wrote it when built
 	// Tripped by a worker whose clock is an hour ahead of ours.
-	write(gobreaker.SharedState{State: gobreaker.StateOpen, Generation: 1, Expiry: time.Now().Add(time.Hour)})
+	tripped := closed
+	tripped.State, tripped.Generation, tripped.Expiry = gobreaker.StateOpen, closed.Generation+1, time.Now().Add(time.Hour)
+	write(tripped)
 	var open *breaker.OpenError
 	require.ErrorAs(t, b.Do(func() error { return nil }), &open)
 	// Its trials closed the breaker.
-	write(gobreaker.SharedState{State: gobreaker.StateClosed, Generation: 2, Start: time.Now()})
+	closed.Generation, closed.Start = tripped.Generation+2, time.Now()
+	write(closed)
 	called := false
 	testenv.Eventually(t, 5*time.Second, func() bool {
 		_ = b.Do(func() error { called = true; return nil })
