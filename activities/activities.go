@@ -132,9 +132,9 @@ func (a *Activities) RequestPayment(ctx context.Context, in RequestInput) (Reque
 		sendErr  error
 		took     time.Duration
 	)
+	req := store.AttemptRequest{OrderID: in.OrderID, IdempotencyKey: key, CallbackURL: a.cfg.CallbackURL, Grant: in.Grant, Limit: in.Limit}
 	send := func() error {
-		begun, beginErr = a.store.BeginAttempt(ctx, store.AttemptRequest{OrderID: in.OrderID, IdempotencyKey: key,
-			CallbackURL: a.cfg.CallbackURL, Grant: in.Grant, Limit: in.Limit})
+		begun, beginErr = a.store.BeginAttempt(ctx, req)
 		if beginErr != nil || !begun.Send {
 			return errNotSent
 		}
@@ -152,6 +152,13 @@ func (a *Activities) RequestPayment(ctx context.Context, in RequestInput) (Reque
 	}
 	if delay, refused := breaker.RetryDelay(err); refused {
 		a.observe.GatewayCall("create", OutcomeBreakerOpen, 0)
+		// Not sent now says nothing of creates sent before: if the order's
+		// attempts already decide the answer (one on the wire, an
+		// acceptance), report it as the store's rule would, or a run whose
+		// tries are bounded could end on "never sent" with money taken.
+		if had, err := a.store.PeekAttempt(ctx, req); err == nil && !had.Send {
+			return a.report(ctx, in, had.Attempt, had.Count, had.Unresolved, false)
+		}
 		return RequestResult{}, temporal.NewApplicationErrorWithOptions("create not sent: "+err.Error(), ErrRequestBreakerOpen,
 			temporal.ApplicationErrorOptions{Cause: err, NextRetryDelay: delay, Category: temporal.ApplicationErrorCategoryBenign,
 				Details: []any{RequestFailure{Attempt: int(activity.GetInfo(ctx).Attempt), Message: err.Error()}}})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/payguard/payguard/activities"
 	"github.com/payguard/payguard/breaker"
+	"github.com/payguard/payguard/gateway"
 	"github.com/payguard/payguard/internal/testenv"
 	"github.com/payguard/payguard/store"
 )
@@ -79,4 +80,55 @@ func TestCreatesBehindTheRequestBreaker(t *testing.T) {
 	kind, _ = appError(t, err)
 	assert.Equal(t, activities.ErrGatewayOutcomeUnknown, kind, "an earlier UNKNOWN is never cleared by the breaker")
 	assert.Equal(t, sent+1, r.sim.Stats().Requests["create"], "and nothing was re-sent for it")
+}
+
+// A create refused by the open request breaker is "not sent now" — which
+// says nothing of creates sent before. When the order's attempts already
+// decide the answer (a create on the wire whose sender died, an acceptance
+// recorded before the activity's result was lost), the refusal must report
+// that answer, as the store's rule would without the breaker: a run whose
+// create tries are bounded (runs before versionMoneySafety) that ends on a
+// refusal would otherwise compensate "nothing was charged" while the lost
+// create may have charged the card.
+func TestRefusedCreateReportsTheAnswerTheOrderAlreadyHas(t *testing.T) {
+	r := newRig(t, quiet(), activities.DefaultBreakerSettings(), false)
+	settings := activities.BreakerSettings{Window: 10 * time.Second, MinCalls: 1, FailureRate: 0.5, OpenFor: time.Minute, HalfOpenCalls: 1}
+	creates := breaker.New(activities.CreateRules(settings), r.store.SharedBreakers(2*time.Second), noView{}, testenv.Logger(t))
+	t.Cleanup(creates.Close)
+	acts := activities.New(r.store, r.client, r.breaker, activities.Config{CallbackURL: "http://127.0.0.1:1/callbacks/gateway", Creates: creates}, observer{r})
+	r.env.RegisterActivity(acts)
+	_, err := r.store.SetStock(t.Context(), "P1", 100)
+	require.NoError(t, err)
+	require.ErrorIs(t, creates.Do(func() error { return gateway.ErrUnreachable }), gateway.ErrUnreachable)
+	require.Equal(t, gobreaker.StateOpen, creates.State())
+
+	// order-1: a worker began a create and died before recording its answer.
+	r.reserve(t, "order-1")
+	_, err = r.store.BeginAttempt(t.Context(), store.AttemptRequest{OrderID: "order-1"})
+	require.NoError(t, err)
+	_, err = r.env.ExecuteActivity(acts.RequestPayment, request("order-1"))
+	kind, retry := appError(t, err)
+	assert.Equal(t, activities.ErrGatewayOutcomeUnknown, kind, "the lost create's outcome is unknown, breaker or not")
+	assert.False(t, retry)
+
+	// order-2: the gateway accepted; the activity's result was lost.
+	r.reserve(t, "order-2")
+	begun, err := r.store.BeginAttempt(t.Context(), store.AttemptRequest{OrderID: "order-2"})
+	require.NoError(t, err)
+	require.NoError(t, r.store.FinishAttempt(t.Context(), store.Answer{OrderID: "order-2", No: begun.Attempt.No,
+		Outcome: store.OutcomeAccepted, TransactionKey: "tx-2"}))
+	v, err := r.env.ExecuteActivity(acts.RequestPayment, request("order-2"))
+	require.NoError(t, err)
+	var res activities.RequestResult
+	require.NoError(t, v.Get(&res))
+	assert.Equal(t, "tx-2", res.TransactionKey)
+
+	// order-3: nothing sent yet: refused, retryable, nothing recorded.
+	r.reserve(t, "order-3")
+	_, err = r.env.ExecuteActivity(acts.RequestPayment, request("order-3"))
+	kind, retry = appError(t, err)
+	assert.Equal(t, activities.ErrRequestBreakerOpen, kind)
+	assert.True(t, retry)
+	assert.Empty(t, r.attempts(t, "order-3"))
+	assert.Zero(t, r.sim.Stats().Requests["create"], "the gateway saw no create")
 }

@@ -61,6 +61,9 @@ type Handle interface {
 	gobreaker.SharedDataStore
 	StateKey() string
 	Written() []byte
+	// ReadErr is the last read's failure, which gobreaker reports as
+	// ErrNoSharedState.
+	ReadErr() error
 }
 
 // Shared is the fleet's store of breaker states.
@@ -308,6 +311,10 @@ func effective(st gobreaker.SharedState, now time.Time) gobreaker.State {
 
 // see records the state this worker saw (b.mu held).
 func (b *Breaker) see(state gobreaker.State, openUntil time.Time, counts gobreaker.Counts) {
+	// An open state is refused from memory until its expiry; any other ends
+	// that: the expiry was set on the tripping worker's clock, and the fleet
+	// may have moved on before ours reaches it.
+	b.openUntil = time.Time{}
 	if state == gobreaker.StateOpen {
 		b.openUntil = openUntil
 	}

@@ -2,6 +2,7 @@ package breaker
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
@@ -18,9 +19,10 @@ type errShared struct{ err error }
 func (e errShared) Error() string { return "shared breaker store: " + e.err.Error() }
 func (e errShared) Unwrap() error { return e.err }
 
-// newInstance builds one DistributedCircuitBreaker. It takes the lease, so
-// it must run without b.mu: a holder finishing its call needs b.mu to
-// record what it saw, and would otherwise be waited out to its lease's end.
+// newInstance builds one DistributedCircuitBreaker. It takes the shared
+// lease, which may mean waiting for another worker: never with b.mu held,
+// or every call of this worker (the open fast path too, and a holder
+// finishing its call, which needs b.mu to record what it saw) would wait.
 func (b *Breaker) newInstance() (*instance, error) {
 	h := b.shared.NewHandle(func(op string, took time.Duration, err error) {
 		if b.obs != nil {
@@ -29,7 +31,7 @@ func (b *Breaker) newInstance() (*instance, error) {
 	})
 	settings := b.settings
 	settings.OnStateChange = nil
-	dcb, err := gobreaker.NewDistributedCircuitBreaker[struct{}](h, settings)
+	dcb, err := newDistributed(h, settings)
 	if err != nil {
 		return nil, err
 	}
@@ -37,6 +39,23 @@ func (b *Breaker) newInstance() (*instance, error) {
 	b.stateKey = h.StateKey()
 	b.mu.Unlock()
 	return &instance{dcb: dcb, handle: h}, nil
+}
+
+// newDistributed is gobreaker.NewDistributedCircuitBreaker, which (v2.4.0)
+// panics when it fails after taking the lock: it returns a nil breaker and
+// its deferred unlock calls through it. The panic becomes the error, and
+// the lease is given back here instead.
+func newDistributed(h Handle, settings gobreaker.Settings) (dcb *gobreaker.DistributedCircuitBreaker[struct{}], err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			_ = h.Unlock("gobreaker:mutex:" + settings.Name)
+			dcb = nil
+			if err = h.ReadErr(); err == nil {
+				err = fmt.Errorf("build the shared breaker: %v", r)
+			}
+		}
+	}()
+	return gobreaker.NewDistributedCircuitBreaker[struct{}](h, settings)
 }
 
 func (b *Breaker) checkout() (*instance, error) {
@@ -99,9 +118,15 @@ func (b *Breaker) readShared() (gobreaker.SharedState, error) {
 func (b *Breaker) record(outcome error) {
 	_, err := b.execute(func() error { return outcome })
 	var shared errShared
-	if errors.As(err, &shared) {
+	if errors.As(err, &shared) && !b.contended(shared.err) {
 		b.degradeLocked(shared.err)
 	}
+}
+
+// contended: the shared store answered, but another holder has the lease
+// (or took over ours): busy, not an outage.
+func (b *Breaker) contended(err error) bool {
+	return b.shared.Contention != nil && b.shared.Contention(err)
 }
 
 // guarded runs req under the shared lease: a half-open trial or a call that
@@ -117,7 +142,7 @@ func (b *Breaker) guarded(req func() error) error {
 	}
 	var shared errShared
 	if errors.As(err, &shared) {
-		if b.shared.Contention == nil || !b.shared.Contention(shared.err) {
+		if !b.contended(shared.err) {
 			b.degradeLocked(shared.err)
 			return b.doLocal(req)
 		}
@@ -153,6 +178,9 @@ func (b *Breaker) execute(req func() error) (called bool, err error) {
 		return called, reqErr
 	case !called && (errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests)):
 		return false, err
+	case errors.Is(err, gobreaker.ErrNoSharedState) && in.handle.ReadErr() != nil:
+		// The read failed (a lease held elsewhere, an outage): say which.
+		err = in.handle.ReadErr()
 	}
 	return called, errShared{err}
 }

@@ -138,14 +138,7 @@ func (s *Store) BeginAttempt(ctx context.Context, req AttemptRequest) (Begun, er
 		if err != nil {
 			return err
 		}
-		b = Begun{Count: len(attempts), CallbackURL: req.CallbackURL}
-		// A granted create starts clean: the grant cleared what came before.
-		b.Unresolved = req.Grant == "" && len(unresolved(attempts)) > 0
-		if i := slices.IndexFunc(attempts, func(a Attempt) bool { return a.CallbackURL != "" }); i >= 0 {
-			b.CallbackURL = attempts[i].CallbackURL
-		}
-		if !mayResend(attempts, req) {
-			b.Attempt = attempts[len(attempts)-1]
+		if b = decide(attempts, req); !b.Send {
 			return nil
 		}
 		a := Attempt{OrderID: req.OrderID, State: "SENDING", IdempotencyKey: req.IdempotencyKey, Grant: req.Grant,
@@ -157,7 +150,7 @@ func (s *Store) BeginAttempt(ctx context.Context, req AttemptRequest) (Begun, er
 			RETURNING attempt_no, sent_at`, req.OrderID, req.IdempotencyKey, req.Grant, b.CallbackURL).Scan(&a.No, &a.SentAt); err != nil {
 			return fmt.Errorf("insert attempt: %w", err)
 		}
-		b.Attempt, b.Send, b.Count = a, true, b.Count+1
+		b.Attempt, b.Count = a, b.Count+1
 		cause := fmt.Sprintf("create #%d sent", a.No)
 		if err := movePayment(ctx, tx, Change{OrderID: req.OrderID, Payment: status.PaymentRequested, Cause: cause}); err != nil {
 			return err
@@ -166,6 +159,38 @@ func (s *Store) BeginAttempt(ctx context.Context, req AttemptRequest) (Begun, er
 			Detail: map[string]any{"grant": req.Grant}})
 	})
 	return b, err
+}
+
+// decide is BeginAttempt's answer for the order's attempts, before it
+// records the new one when Send.
+func decide(attempts []Attempt, req AttemptRequest) Begun {
+	b := Begun{Count: len(attempts), CallbackURL: req.CallbackURL}
+	// A granted create starts clean: the grant cleared what came before.
+	b.Unresolved = req.Grant == "" && len(unresolved(attempts)) > 0
+	if i := slices.IndexFunc(attempts, func(a Attempt) bool { return a.CallbackURL != "" }); i >= 0 {
+		b.CallbackURL = attempts[i].CallbackURL
+	}
+	if b.Send = mayResend(attempts, req); !b.Send {
+		b.Attempt = attempts[len(attempts)-1]
+	}
+	return b
+}
+
+// PeekAttempt is what BeginAttempt would answer now, with nothing written:
+// an attempt still SENDING counts as UNKNOWN (BeginAttempt would close it
+// so). For a create that cannot be sent anyway (the request breaker is
+// open): when Send is false, the order already has the answer to report.
+func (s *Store) PeekAttempt(ctx context.Context, req AttemptRequest) (Begun, error) {
+	attempts, err := attemptsOf(ctx, s.pool, req.OrderID)
+	if err != nil {
+		return Begun{}, err
+	}
+	for i := range attempts {
+		if attempts[i].State == "SENDING" {
+			attempts[i].Outcome, attempts[i].Detail = OutcomeUnknown, "sent and not answered yet"
+		}
+	}
+	return decide(attempts, req), nil
 }
 
 // closeLost closes an attempt left SENDING as UNKNOWN, with the payment and

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/payguard/payguard/breaker"
 )
@@ -19,6 +20,10 @@ import (
 // ErrLeaseHeld is a breaker mutex that another holder still has: contention,
 // not an outage.
 var ErrLeaseHeld = errors.New("breaker lease held by another worker")
+
+// ErrLeaseLost is a write refused because the writer's lease ran out (and
+// may have been taken over): the state moved on without it. Contention too.
+var ErrLeaseLost = fmt.Errorf("%w: ours ran out before the write", ErrLeaseHeld)
 
 // BreakerOpTimeout bounds every statement of the shared breaker store: the
 // SharedDataStore interface carries no context, and a hung database must
@@ -49,6 +54,7 @@ type BreakerHandle struct {
 	mutex   string // the key gobreaker locks, learnt at its first Lock
 	state   string // the key gobreaker keeps its state under
 	held    bool
+	readErr error // the last GetData's failure: gobreaker reports it as no state at all
 	written []byte
 	observe func(op string, took time.Duration, err error)
 }
@@ -133,34 +139,65 @@ func (h *BreakerHandle) Unlock(key string) error {
 // GetData reads the state under key, holding the lease first (see the type).
 func (h *BreakerHandle) GetData(key string) ([]byte, error) {
 	h.state = key
+	h.written = nil // every gobreaker operation reads first: Written is this one's
 	if h.mutex != "" && !h.held {
 		if err := h.acquire(h.mutex); err != nil {
+			h.readErr = err
 			return nil, err
 		}
 	}
 	start := time.Now()
 	data, err := h.store.ReadBreakerState(key)
 	h.observe("get", time.Since(start), err)
+	h.readErr = err
 	if (err != nil || len(data) == 0) && h.held && h.mutex != "" {
 		_ = h.Unlock(h.mutex)
 	}
 	return data, err
 }
 
-// SetData writes the state under key.
+// SetData writes the state under key, and only while this handle's lease
+// holds (by the database's clock): a holder whose lease ran out may have
+// been succeeded by another that wrote since, and its state is older than
+// that one (ErrLeaseLost). Without the lease (given back after an empty
+// read: a breaker's first state) it only creates a state none wrote yet.
+// It never writes after a failed read: gobreaker takes any failed read for
+// "no state yet" and would write a fresh closed state over the fleet's.
 func (h *BreakerHandle) SetData(key string, data []byte) error {
 	h.state = key
+	if h.readErr != nil {
+		return h.readErr
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), BreakerOpTimeout)
 	defer cancel()
 	start := time.Now()
-	_, err := h.store.pool.Exec(ctx, `
-		INSERT INTO breaker_state (key, data) VALUES ($1, $2)
-		ON CONFLICT (key) DO UPDATE SET data = EXCLUDED.data, updated_at = now()`, key, data)
+	var err error
+	if h.held {
+		// FOR UPDATE keeps a successor from taking the lease over until the
+		// write has committed; it then reads what was written.
+		var tag pgconn.CommandTag
+		tag, err = h.store.pool.Exec(ctx, `
+			WITH held AS (
+				SELECT 1 FROM breaker_leases WHERE key = $3 AND holder = $4 AND expires_at > now() FOR UPDATE)
+			INSERT INTO breaker_state (key, data) SELECT $1, $2 WHERE EXISTS (SELECT 1 FROM held)
+			ON CONFLICT (key) DO UPDATE SET data = EXCLUDED.data, updated_at = now()`, key, data, h.mutex, h.holder)
+		if err == nil && tag.RowsAffected() == 0 {
+			err = ErrLeaseLost
+		}
+		if err == nil {
+			h.written = data
+		}
+	} else {
+		var tag pgconn.CommandTag
+		tag, err = h.store.pool.Exec(ctx, `INSERT INTO breaker_state (key, data) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING`, key, data)
+		if err == nil && tag.RowsAffected() == 1 {
+			h.written = data
+		}
+	}
 	h.observe("set", time.Since(start), err)
 	if err != nil {
 		return fmt.Errorf("write breaker state %s: %w", key, err)
 	}
-	h.written = data
 	return nil
 }
 
@@ -168,7 +205,11 @@ func (h *BreakerHandle) SetData(key string, data []byte) error {
 // once the breaker was built.
 func (h *BreakerHandle) StateKey() string { return h.state }
 
-// Written is the state the handle last wrote.
+// ReadErr is the last read's failure (nil after a read that worked):
+// gobreaker reports any failed read as ErrNoSharedState.
+func (h *BreakerHandle) ReadErr() error { return h.readErr }
+
+// Written is the state the handle wrote in its latest operation, if any.
 func (h *BreakerHandle) Written() []byte { return h.written }
 
 // SharedBreakers is the fleet's breaker store for breaker.New: handles
