@@ -25,6 +25,16 @@ func DefaultBreakerSettings() BreakerSettings {
 	return BreakerSettings{Window: 10 * time.Second, MinCalls: 5, FailureRate: 0.5, OpenFor: 10 * time.Second, HalfOpenCalls: 3}
 }
 
+// DefaultRequestBreakerSettings are the create (request) breaker's: it
+// counts connect errors and 5xx, and a 5xx is also how a healthy gateway
+// answers now and then, so it wants more calls before it judges and one
+// successful trial to close: a create refused by it waits for the trial,
+// and three trials in a row that must all succeed kept a gateway with a
+// few 5xx refusing creates long after it came back.
+func DefaultRequestBreakerSettings() BreakerSettings {
+	return BreakerSettings{Window: 10 * time.Second, MinCalls: 10, FailureRate: 0.5, OpenFor: 5 * time.Second, HalfOpenCalls: 1}
+}
+
 // Breaker names in logs and metrics.
 const (
 	LookupBreakerName = "gateway-lookup"

@@ -1,6 +1,8 @@
 package service
 
 import (
+	"flag"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -24,8 +26,41 @@ func newBreakers(cfg Config, st *store.Store, m *Metrics, logger *slog.Logger) (
 		shared = st.SharedBreakers(cfg.ConnectTimeout + cfg.ReadTimeout + time.Second)
 	}
 	lookups = breaker.New(activities.LookupRules(cfg.Breaker), shared, obs, logger)
-	creates = breaker.New(activities.CreateRules(cfg.Breaker), shared, obs, logger)
+	creates = breaker.New(activities.CreateRules(cfg.requestBreaker()), shared, obs, logger)
 	return lookups, creates
+}
+
+// requestBreaker is RequestBreaker with its default.
+func (c Config) requestBreaker() activities.BreakerSettings {
+	if c.RequestBreaker == (activities.BreakerSettings{}) {
+		return activities.DefaultRequestBreakerSettings()
+	}
+	return c.RequestBreaker
+}
+
+// breakerFlags registers one breaker's five flags, --PREFIX-window and so
+// on, over b's current values; done stores the two counts once parsed.
+func breakerFlags(fs *flag.FlagSet, prefix, what string, b *activities.BreakerSettings) (done func()) {
+	minCalls, halfOpen := uint(b.MinCalls), uint(b.HalfOpenCalls)
+	fs.DurationVar(&b.Window, prefix+"-window", b.Window, what+": rolling window calls are counted in")
+	fs.UintVar(&minCalls, prefix+"-min-calls", minCalls, what+": least calls in the window before it may trip")
+	fs.Float64Var(&b.FailureRate, prefix+"-failure-rate", b.FailureRate, what+": failure share that trips it")
+	fs.DurationVar(&b.OpenFor, prefix+"-open", b.OpenFor, what+": time open before trial calls")
+	fs.UintVar(&halfOpen, prefix+"-half-open-calls", halfOpen, what+": trial calls in half-open, all of which must succeed to close it")
+	return func() { b.MinCalls, b.HalfOpenCalls = uint32(minCalls), uint32(halfOpen) }
+}
+
+// validateBreaker names the first bad setting of the breaker under prefix.
+func validateBreaker(prefix string, b activities.BreakerSettings) error {
+	switch {
+	case b.Window <= 0 || b.OpenFor <= 0:
+		return fmt.Errorf("configuration: --%[1]s-window and --%[1]s-open must be positive", prefix)
+	case b.FailureRate <= 0 || b.FailureRate > 1:
+		return fmt.Errorf("configuration: --%s-failure-rate must be within (0, 1], got %v", prefix, b.FailureRate)
+	case b.MinCalls < 1 || b.HalfOpenCalls < 1:
+		return fmt.Errorf("configuration: --%[1]s-min-calls and --%[1]s-half-open-calls must be at least 1", prefix)
+	}
+	return nil
 }
 
 // breakerMetrics turn a breaker's observations into the worker's metrics.

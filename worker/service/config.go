@@ -27,6 +27,9 @@ type Config struct {
 	PollInitial     time.Duration
 	PollMax         time.Duration
 	Breaker         activities.BreakerSettings
+	// RequestBreaker is the create breaker's; the zero value (a Config
+	// built in code) takes activities.DefaultRequestBreakerSettings.
+	RequestBreaker activities.BreakerSettings
 	// BreakerScope is breaker.ScopeFleet (the breakers' state shared by
 	// every worker through PostgreSQL) or breaker.ScopeProcess; "" is fleet.
 	BreakerScope string
@@ -73,8 +76,7 @@ func ParseFlags(args []string, getenv func(string) string, usage io.Writer) (Con
 	fs.SetOutput(usage)
 	var c Config
 	c.Common.Register(fs, getenv)
-	b := activities.DefaultBreakerSettings()
-	var minCalls, halfOpen uint
+	c.Breaker, c.RequestBreaker = activities.DefaultBreakerSettings(), activities.DefaultRequestBreakerSettings()
 	fs.StringVar(&c.HTTPAddr, "http-addr", config.DefaultWorkerAddr, "listen address of the callback, health and metrics endpoints")
 	fs.DurationVar(&c.ConnectTimeout, "connect-timeout", gateway.DefaultConnectTimeout, "gateway dial timeout: a failure within it never reached the gateway")
 	fs.DurationVar(&c.ReadTimeout, "read-timeout", gateway.DefaultReadTimeout, "gateway answer timeout: a failure within it has an unknown outcome")
@@ -83,11 +85,8 @@ func ParseFlags(args []string, getenv func(string) string, usage io.Writer) (Con
 	fs.DurationVar(&c.UnknownGrace, "unknown-grace", workflows.DefaultUnknownGrace, "after an unknown create, how long no transaction means the gateway never took it")
 	fs.DurationVar(&c.PollInitial, "poll-initial", workflows.DefaultPollInitial, "first status poll after the create")
 	fs.DurationVar(&c.PollMax, "poll-max", workflows.DefaultPollMax, "longest interval between status polls")
-	fs.DurationVar(&b.Window, "breaker-window", b.Window, "lookup breaker: rolling window calls are counted in")
-	fs.UintVar(&minCalls, "breaker-min-calls", uint(b.MinCalls), "lookup breaker: least calls in the window before it may trip")
-	fs.Float64Var(&b.FailureRate, "breaker-failure-rate", b.FailureRate, "lookup breaker: failure share that trips it")
-	fs.DurationVar(&b.OpenFor, "breaker-open", b.OpenFor, "lookup breaker: time open before trial calls")
-	fs.UintVar(&halfOpen, "breaker-half-open-calls", uint(b.HalfOpenCalls), "lookup breaker: trial calls in half-open")
+	lookupDone := breakerFlags(fs, "breaker", "lookup breaker", &c.Breaker)
+	requestDone := breakerFlags(fs, "request-breaker", "request (create) breaker", &c.RequestBreaker)
 	fs.StringVar(&c.BreakerScope, "breaker-scope", breaker.ScopeFleet,
 		"who shares the lookup and create breakers: fleet (every worker on this database, state in PostgreSQL) or process (this worker alone)")
 	fs.StringVar(&c.CallbackAuth, "callback-auth", CallbackAuthSigned,
@@ -108,9 +107,9 @@ func ParseFlags(args []string, getenv func(string) string, usage io.Writer) (Con
 	if fs.NArg() > 0 {
 		return Config{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	b.MinCalls, b.HalfOpenCalls = uint32(minCalls), uint32(halfOpen)
+	lookupDone()
+	requestDone()
 	c.CodecOrigins = config.SplitList(*origins)
-	c.Breaker = b
 	return c, c.Validate()
 }
 
@@ -126,12 +125,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("configuration: --request-attempts must be at least 1, got %d", c.RequestAttempts)
 	case c.UnknownGrace <= 0 || c.PollInitial <= 0 || c.PollMax < c.PollInitial:
 		return fmt.Errorf("configuration: --unknown-grace and --poll-initial must be positive and --poll-max at least --poll-initial")
-	case c.Breaker.Window <= 0 || c.Breaker.OpenFor <= 0:
-		return fmt.Errorf("configuration: --breaker-window and --breaker-open must be positive")
-	case c.Breaker.FailureRate <= 0 || c.Breaker.FailureRate > 1:
-		return fmt.Errorf("configuration: --breaker-failure-rate must be within (0, 1], got %v", c.Breaker.FailureRate)
-	case c.Breaker.MinCalls < 1 || c.Breaker.HalfOpenCalls < 1:
-		return fmt.Errorf("configuration: --breaker-min-calls and --breaker-half-open-calls must be at least 1")
+	case validateBreaker("breaker", c.Breaker) != nil:
+		return validateBreaker("breaker", c.Breaker)
+	case c.RequestBreaker != (activities.BreakerSettings{}) && validateBreaker("request-breaker", c.RequestBreaker) != nil:
+		return validateBreaker("request-breaker", c.RequestBreaker)
 	case c.ReconcileInterval < 0 || c.ReconcileWindow < 0 || c.ReconcileRate < 0:
 		return fmt.Errorf("configuration: --reconcile-interval, --reconcile-window and --reconcile-rate must not be negative")
 	case c.ReconcileRate != 0 && c.ReconcileRate < workflows.MinReconcileRate:
@@ -175,6 +172,7 @@ func (c Config) LogAttrs() []any {
 		"breaker_window", c.Breaker.Window.String(), "breaker_min_calls", c.Breaker.MinCalls,
 		"breaker_failure_rate", c.Breaker.FailureRate, "breaker_open", c.Breaker.OpenFor.String(),
 		"breaker_half_open_calls", c.Breaker.HalfOpenCalls, "breaker_scope", c.breakerScope(), "callback_auth", c.callbackAuth(),
+		"request_breaker", c.requestBreaker(),
 		"reconcile_interval", c.ReconcileInterval.String(), "reconcile_window", c.ReconcileWindow.String(), "reconcile_rate", c.reconcileRate(),
 		"codec_key_file", c.codecKeySource(), "codec_cors_origins", c.CodecOrigins, "codec_token", config.MaskSecret(c.CodecToken),
 		"pprof", c.Pprof, "db_max_conns", c.DBMaxConns, "sticky_cache_size", c.StickyCacheSize, "task_pollers", c.TaskPollers,

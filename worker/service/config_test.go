@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/payguard/payguard/activities"
 	"github.com/payguard/payguard/codec"
 	"github.com/payguard/payguard/config"
 	"github.com/payguard/payguard/gateway"
@@ -48,6 +49,8 @@ func TestWorkerFlagDefaultsFollowTheSpec(t *testing.T) {
 	assert.Equal(t, 0.5, c.Breaker.FailureRate)
 	assert.Equal(t, 10*time.Second, c.Breaker.OpenFor)
 	assert.EqualValues(t, 3, c.Breaker.HalfOpenCalls)
+	assert.Equal(t, activities.DefaultRequestBreakerSettings(), c.RequestBreaker)
+	assert.EqualValues(t, 1, c.RequestBreaker.HalfOpenCalls, "one good trial closes the request breaker")
 	assert.Equal(t, service.CallbackAuthSigned, c.CallbackAuth)
 	tuning := c.Tuning()
 	assert.Greater(t, tuning.RequestTimeout, c.ConnectTimeout+c.ReadTimeout, "the HTTP timeout fires before the activity's")
@@ -69,6 +72,7 @@ func TestWorkerFlagsComeFromTheEnvironment(t *testing.T) {
 	assert.Equal(t, "ns", opts.Namespace)
 	assert.Equal(t, "http://gw:1", c.GatewayURL)
 	assert.Equal(t, 2*time.Second, c.Breaker.OpenFor)
+	assert.Equal(t, activities.DefaultRequestBreakerSettings().OpenFor, c.RequestBreaker.OpenFor, "the lookup breaker's flags leave the request breaker alone")
 	assert.True(t, c.IdempotencyKeys)
 	attrs := c.LogAttrs()
 	assert.Contains(t, attrs, "postgres://u:xxxxx@db/x", "password masked")
@@ -80,6 +84,9 @@ func TestWorkerFlagsRejectBadValues(t *testing.T) {
 	for _, args := range [][]string{
 		{"--request-attempts", "0"},
 		{"--breaker-failure-rate", "1.5"},
+		{"--request-breaker-failure-rate", "0"},
+		{"--request-breaker-half-open-calls", "0"},
+		{"--request-breaker-open", "0s"},
 		{"--poll-initial", "2m", "--poll-max", "1m"},
 		{"--gateway-url", "gw:8090"},
 		{"--database-url", "mysql://x"},
