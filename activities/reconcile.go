@@ -112,6 +112,9 @@ type RecoveryOrder struct {
 	Order store.Order `json:"order"`
 	// Keys are the transactions the order's creates were accepted with.
 	Keys []string `json:"keys"`
+	// Deadline is the order's own, as Reserve recorded it (zero for an
+	// order placed before payguard recorded deadlines).
+	Deadline time.Time `json:"deadline,omitempty"`
 	// MaybeSent: a create may have reached the gateway (accepted, unknown or
 	// still SENDING), so compensation must search the gateway by order id.
 	MaybeSent bool `json:"maybeSent"`
@@ -282,7 +285,11 @@ func (w *Sweeper) ReadRecoveryOrder(ctx context.Context, orderID string) (Recove
 	if err != nil {
 		return RecoveryOrder{}, err
 	}
-	r := RecoveryOrder{Found: true, Order: o, Keys: []string{}}
+	deadline, err := w.store.Deadline(ctx, orderID)
+	if err != nil {
+		return RecoveryOrder{}, err
+	}
+	r := RecoveryOrder{Found: true, Order: o, Keys: []string{}, Deadline: deadline}
 	for _, a := range attempts {
 		if a.TransactionKey != "" {
 			r.Keys = append(r.Keys, a.TransactionKey)

@@ -213,6 +213,24 @@ func TestReconcileRecoveryCompensates(t *testing.T) {
 	assert.Empty(t, sweep(t, s).Findings)
 }
 
+// A recovery keeps the order's own deadline (recorded by Reserve), not a
+// default one: the gateway never answers, and the order is compensated when
+// its own 20 s are up, not ten minutes after its creation.
+func TestReconcileRecoveryKeepsTheOrdersOwnDeadline(t *testing.T) {
+	s := testenv.NewStack(t, quietSlow(), nil)
+	ctx := context.Background()
+	setStock(t, s, "P1", 5)
+	placeOrder(t, s, "rc-deadline", "P1", 1, "--deadline", "20s")
+	waitOrder(t, s, "rc-deadline", status.OrderPending, 30*time.Second)
+	require.NoError(t, testenv.Temporal(t).TerminateWorkflow(ctx, workflows.PaymentWorkflowID("rc-deadline"), "", "test: workflow lost"))
+	assert.Equal(t, activities.FindingWorkflowGone, onlyFinding(t, sweep(t, s)).Finding)
+
+	got := waitOrder(t, s, "rc-deadline", status.OrderCancelled, time.Minute)
+	assert.Equal(t, store.ReservationReleased, got.Reservation)
+	assert.Equal(t, int64(5), stockOf(t, s, "P1").Available)
+	assert.Empty(t, sweep(t, s).Findings)
+}
+
 // A final order whose stock is still HELD (here by a hand edit, as a bug
 // or a manual fix could leave it) has it committed.
 func TestReconcileSettlesHeldReservation(t *testing.T) {

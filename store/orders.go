@@ -383,6 +383,20 @@ func (s *Store) OpenPastDeadline(ctx context.Context) (int, error) {
 	return n, nil
 }
 
+// Deadline is the order's own deadline as Reserve recorded it; the zero
+// time for an order placed before the column (migration 005) or without one.
+func (s *Store) Deadline(ctx context.Context, orderID string) (time.Time, error) {
+	var d *time.Time
+	err := s.pool.QueryRow(ctx, `SELECT deadline FROM orders WHERE order_id = $1`, orderID).Scan(&d)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return time.Time{}, ErrNotFound
+	}
+	if err != nil || d == nil {
+		return time.Time{}, err
+	}
+	return *d, nil
+}
+
 // nullTime is NULL for the zero time.
 func nullTime(t time.Time) *time.Time {
 	if t.IsZero() {

@@ -42,9 +42,13 @@ func (w *Workflows) Recover(ctx workflow.Context, in RecoverInput) (State, error
 	if err := workflow.SideEffect(ctx, func(workflow.Context) any { return w.tuning }).Get(&tuning); err != nil {
 		return State{}, err
 	}
-	// The order's own deadline went with its workflow: it is taken as the
-	// default one from the order's creation, and at least one poll from now.
-	deadline := o.CreatedAt.Add(DefaultDeadline)
+	// The order's own deadline, as Reserve recorded it; for an order placed
+	// before deadlines were recorded, the default one from its creation.
+	// Either way at least one poll from now.
+	deadline := r.Deadline
+	if deadline.IsZero() {
+		deadline = o.CreatedAt.Add(DefaultDeadline)
+	}
 	if floor := workflow.Now(ctx).Add(tuning.PollMax); deadline.Before(floor) {
 		deadline = floor
 	}
