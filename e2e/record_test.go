@@ -90,6 +90,31 @@ func TestRecordReplayHistories(t *testing.T) {
 			testenv.PatchFaults(t, s.Sim, map[string]any{"lookup": map[string]any{"errorRate": 0}})
 			resolve(id, "SUCCESS", false)
 		}, status.OrderConfirmed},
+		// The same path once the poll while the breaker is open is timed by
+		// the breaker (GetVersion "breaker-timed-poll"): the history above
+		// keeps the path before it replaying.
+		{"breaker_timed_poll", func(id string) {
+			placeOrder(t, s, id, "P1", 1)
+			waitOrder(t, s, id, status.OrderPending, 30*time.Second)
+			testenv.PatchFaults(t, s.Sim, map[string]any{"lookup": map[string]any{"errorRate": 1, "errorStatus": 503}})
+			testenv.Eventually(t, 60*time.Second, func() bool {
+				st := workflowState(t, s, id)
+				return st.LastLookup != nil && st.LastLookup.Result == "UNAVAILABLE"
+			}, "a poll refused by the open breaker")
+			testenv.PatchFaults(t, s.Sim, map[string]any{"lookup": map[string]any{"errorRate": 0}})
+			resolve(id, "SUCCESS", false)
+		}, status.OrderConfirmed},
+		// RecoverWorkflow, under the order's own workflow id (the recorded
+		// run is the last one, the recovery's): the order's workflow was
+		// terminated, a sweep found it, the charge landed without callback.
+		{"recovery_success", func(id string) {
+			placeOrder(t, s, id, "P1", 1)
+			waitOrder(t, s, id, status.OrderPending, 30*time.Second)
+			require.NoError(t, testenv.Temporal(t).TerminateWorkflow(ctx, workflows.PaymentWorkflowID(id), "", "recording: workflow lost"))
+			out, err := starter(ctx, s, "reconcile", "--json")
+			require.NoError(t, err, out)
+			resolve(id, "SUCCESS", false)
+		}, status.OrderConfirmed},
 		{"deadline_compensation", func(id string) {
 			placeOrder(t, s, id, "P1", 1, "--deadline", "3s")
 		}, status.OrderCancelled},
