@@ -1,0 +1,195 @@
+package activities
+
+// The create: one call to the gateway's create endpoint, under the rule the
+// database holds (store.BeginAttempt) and behind the request breaker, its
+// answer classified by the failure table (docs/design.md §1).
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/payguard/payguard/breaker"
+	"github.com/payguard/payguard/gateway"
+	"github.com/payguard/payguard/store"
+)
+
+// RequestPayment sends the create, following the failure table (docs/design.md
+// §1) to the letter. The store decides whether a create may go out at all
+// (store.BeginAttempt); when it may not, the answer already recorded for the
+// order is reported instead.
+func (a *Activities) RequestPayment(ctx context.Context, in RequestInput) (RequestResult, error) {
+	key := ""
+	if a.cfg.IdempotencyKeys {
+		key = IdempotencyKey(in.OrderID)
+	}
+	// A create the client cannot build is our bug, not an outage: refuse it
+	// before an attempt is recorded, so it is never counted UNREACHABLE.
+	if err := a.gateway.CheckCreate(in.OrderID, in.UserID, key); err != nil {
+		return RequestResult{}, nonRetryable(ErrInvalidOrder, err)
+	}
+	// The request breaker is asked first: a create it refuses is never
+	// recorded, so it neither counts against the order's creates nor
+	// touches an earlier UNKNOWN (store.BeginAttempt decides all that, and
+	// only for a create that may go out now).
+	var (
+		begun    store.Begun
+		beginErr error
+		created  gateway.Created
+		sendErr  error
+		took     time.Duration
+	)
+	req := store.AttemptRequest{OrderID: in.OrderID, IdempotencyKey: key, CallbackURL: a.cfg.CallbackURL, Grant: in.Grant, Limit: in.Limit}
+	send := func() error {
+		begun, beginErr = a.store.BeginAttempt(ctx, req)
+		if beginErr != nil || !begun.Send {
+			return errNotSent
+		}
+		start := time.Now()
+		created, sendErr = a.gateway.CreatePayment(ctx, gateway.CreateRequest{OrderID: in.OrderID, Amount: in.Amount,
+			CardType: in.CardType, CardNo: in.CardNo, CallbackURL: begun.CallbackURL}, in.UserID, key)
+		took = time.Since(start)
+		return sendErr
+	}
+	var err error
+	if a.cfg.Creates != nil {
+		err = a.cfg.Creates.Do(send)
+	} else {
+		err = send()
+	}
+	if delay, refused := breaker.RetryDelay(err); refused {
+		a.observe.GatewayCall("create", OutcomeBreakerOpen, 0)
+		// Not sent now says nothing of creates sent before: if the order's
+		// attempts already decide the answer (one on the wire, an
+		// acceptance), report it as the store's rule would, or a run whose
+		// tries are bounded could end on "never sent" with money taken.
+		if had, err := a.store.PeekAttempt(ctx, req); err == nil && !had.Send {
+			return a.report(ctx, in, had.Attempt, had.Count, had.Unresolved, false)
+		}
+		return RequestResult{}, temporal.NewApplicationErrorWithOptions("create not sent: "+err.Error(), ErrRequestBreakerOpen,
+			temporal.ApplicationErrorOptions{Cause: err, NextRetryDelay: delay, Category: temporal.ApplicationErrorCategoryBenign,
+				Details: []any{RequestFailure{Attempt: int(activity.GetInfo(ctx).Attempt), Message: err.Error()}}})
+	}
+	if beginErr != nil {
+		return RequestResult{}, storeError(beginErr)
+	}
+	if !begun.Send {
+		activity.GetLogger(ctx).Warn("not sending: the order's latest create has an answer that stands",
+			"order_id", in.OrderID, "attempt_no", begun.Attempt.No, "outcome", begun.Attempt.Outcome)
+		return a.report(ctx, in, begun.Attempt, begun.Count, begun.Unresolved, false)
+	}
+
+	err = sendErr
+	answer := classifyCreate(err)
+	answer.OrderID, answer.No, answer.TransactionKey = in.OrderID, begun.Attempt.No, created.TransactionKey
+	a.observe.GatewayCall("create", observedAs[answer.Outcome], took)
+	if err := a.record(ctx, answer); err != nil {
+		return RequestResult{}, storeError(err)
+	}
+	attempt := begun.Attempt
+	attempt.Outcome, attempt.TransactionKey, attempt.Reason, attempt.Detail = answer.Outcome, answer.TransactionKey, answer.Reason, answer.Detail
+	keyedRetry := key != "" && answer.Reason != reasonKeyReused &&
+		(answer.Outcome == store.OutcomeUnknown || (begun.Unresolved && answer.Outcome == store.OutcomeUnreachable))
+	return a.report(ctx, in, attempt, begun.Count, begun.Unresolved, keyedRetry)
+}
+
+// errNotSent is a create the store did not let out: nothing for the
+// request breaker to count.
+var errNotSent = errors.New("create not sent")
+
+// reasonKeyReused marks a 422: the key was used with another body. Sending
+// the same body again cannot change the gateway's mind.
+const reasonKeyReused = "IDEMPOTENCY_KEY_REUSED"
+
+var observedAs = map[string]string{store.OutcomeAccepted: OutcomeOK, store.OutcomeUnreachable: OutcomeUnreachable,
+	store.OutcomeUnknown: OutcomeUnknown, store.OutcomeRejected: OutcomeRejected}
+
+// classifyCreate maps a create's result to an attempt outcome. A 4xx is the
+// card's refusal, except:
+//   - 409 (this key's first request is still being worked on), 422 (this key
+//     came with another body) and 408: they say nothing about the card, and
+//     a first request may be charging it: unknown;
+//   - 429, 401 and 403: the gateway refused to process the request at all
+//     (rate limit, our credentials), so it charged nothing: counted as never
+//     reached, and safe to send again.
+func classifyCreate(err error) store.Answer {
+	var gerr *gateway.Error
+	errors.As(err, &gerr)
+	switch {
+	case err == nil:
+		return store.Answer{Outcome: store.OutcomeAccepted}
+	case errors.Is(err, gateway.ErrUnreachable):
+		return store.Answer{Outcome: store.OutcomeUnreachable, Detail: err.Error()}
+	case !errors.Is(err, gateway.ErrRejected):
+	case gerr.StatusCode == http.StatusUnprocessableEntity:
+		return store.Answer{Outcome: store.OutcomeUnknown, Reason: reasonKeyReused, Detail: err.Error()}
+	case gerr.StatusCode == http.StatusTooManyRequests, gerr.StatusCode == http.StatusUnauthorized, gerr.StatusCode == http.StatusForbidden:
+		return store.Answer{Outcome: store.OutcomeUnreachable, Detail: "not processed: " + err.Error()}
+	case gerr.StatusCode != http.StatusConflict && gerr.StatusCode != http.StatusRequestTimeout:
+		return store.Answer{Outcome: store.OutcomeRejected, Reason: gerr.Code, Detail: err.Error()}
+	}
+	// Outcome unknown, a 409, or anything we cannot prove never left.
+	return store.Answer{Outcome: store.OutcomeUnknown, Detail: err.Error()}
+}
+
+// recordWithin bounds how long an answer is retried into the database.
+const recordWithin = 10 * time.Second
+
+// record writes the answer, retrying a lost connection for a while: the
+// answer is worth more than the activity's own deadline, and if it cannot be
+// written at all, the retried activity finds the attempt still SENDING and
+// reports the outcome unknown, which is safe. It runs on a fresh context: if
+// ours was cancelled while the request was on the wire, the record matters
+// all the more.
+func (a *Activities) record(ctx context.Context, ans store.Answer) error {
+	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordWithin)
+	defer cancel()
+	delay := 100 * time.Millisecond
+	for {
+		err := a.store.FinishAttempt(recordCtx, ans)
+		if err == nil || storeError(err) != err {
+			return err // recorded, or refused for a reason a retry cannot change
+		}
+		activity.GetLogger(ctx).Warn("recording the gateway's answer; retrying", "order_id", ans.OrderID, "error", err)
+		select {
+		case <-recordCtx.Done():
+			return err
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 2*time.Second)
+	}
+}
+
+// report turns an attempt's answer into the activity's result: the same
+// whether the answer just came or was recorded by an earlier run. When an
+// earlier create may have reached the gateway (unresolved), a refusal or an
+// unreachable gateway proves nothing: the outcome is unknown. keyedRetry
+// says a retry with the same idempotency key is safe and useful.
+func (a *Activities) report(ctx context.Context, in RequestInput, at store.Attempt, count int, unresolved, keyedRetry bool) (RequestResult, error) {
+	tries := int(activity.GetInfo(ctx).Attempt)
+	failure := RequestFailure{Attempt: tries, Attempts: count, Code: at.Reason, Message: at.Detail}
+	cause := errors.New(at.Detail)
+	outcome := at.Outcome
+	if unresolved && outcome != store.OutcomeAccepted {
+		outcome = store.OutcomeUnknown
+	}
+	switch outcome {
+	case store.OutcomeAccepted:
+		return RequestResult{TransactionKey: at.TransactionKey, Attempt: tries, Attempts: count}, nil
+	case store.OutcomeUnreachable:
+		if in.Limit > 0 && count >= in.Limit {
+			return RequestResult{}, nonRetryable(ErrGatewayUnreachable, cause, failure)
+		}
+		return RequestResult{}, retryable(ErrGatewayUnreachable, cause, failure)
+	case store.OutcomeRejected:
+		return RequestResult{}, nonRetryable(ErrGatewayRejected, cause, failure)
+	}
+	if keyedRetry && (in.Limit == 0 || count < in.Limit) {
+		return RequestResult{}, retryable(ErrGatewayUnknownKeyed, cause, failure)
+	}
+	return RequestResult{}, nonRetryable(ErrGatewayOutcomeUnknown, cause, failure)
+}
