@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/payguard/payguard/activities"
@@ -42,6 +43,9 @@ func TestRecordReplayHistories(t *testing.T) {
 	resolve := func(orderID, st string, callback bool) {
 		testenv.Admin(t, s.Sim, "POST", "/admin/transactions/"+keyOf(orderID)+"/resolve", map[string]any{"status": st, "callback": callback}, nil)
 	}
+	// sweepID is the newest sweep's workflow id: a sweep is started by the
+	// starter under an id of its own, not the order's.
+	var sweepID string
 	paths := []struct {
 		name string
 		run  func(orderID string)
@@ -115,6 +119,21 @@ func TestRecordReplayHistories(t *testing.T) {
 			require.NoError(t, err, out)
 			resolve(id, "SUCCESS", false)
 		}, status.OrderConfirmed},
+		// ReconcileWorkflow: a sweep (over a confirmed order, among the
+		// recordings' others), recorded under the sweep's own id.
+		{"reconcile_sweep", func(id string) {
+			placeOrder(t, s, id, "P1", 1)
+			waitOrder(t, s, id, status.OrderPending, 30*time.Second)
+			resolve(id, "SUCCESS", true)
+			waitOrder(t, s, id, status.OrderConfirmed, 30*time.Second)
+			out, err := starter(ctx, s, "reconcile", "--json")
+			require.NoError(t, err, out)
+			list, err := testenv.Temporal(t).ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+				Namespace: "default", Query: "WorkflowType = 'ReconcileWorkflow'"})
+			require.NoError(t, err)
+			require.NotEmpty(t, list.Executions)
+			sweepID = list.Executions[0].Execution.WorkflowId
+		}, status.OrderConfirmed},
 		{"deadline_compensation", func(id string) {
 			placeOrder(t, s, id, "P1", 1, "--deadline", "3s")
 		}, status.OrderCancelled},
@@ -186,9 +205,13 @@ func TestRecordReplayHistories(t *testing.T) {
 		if p.want != "" {
 			waitOrder(t, s, id, p.want, 60*time.Second)
 		}
+		wfID := workflows.PaymentWorkflowID(id)
+		if p.name == "reconcile_sweep" {
+			wfID = sweepID
+		}
 		// Waits until the workflow has closed, however it ended.
-		_ = testenv.Temporal(t).GetWorkflow(ctx, workflows.PaymentWorkflowID(id), "").Get(ctx, nil)
-		out, err := exec.Command(cliPath, "workflow", "show", "--workflow-id", workflows.PaymentWorkflowID(id),
+		_ = testenv.Temporal(t).GetWorkflow(ctx, wfID, "").Get(ctx, nil)
+		out, err := exec.Command(cliPath, "workflow", "show", "--workflow-id", wfID,
 			"--output", "json", "--address", s.Config.TemporalAddress, "--namespace", "default").Output()
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(filepath.Join(root, "workflows", "testdata", p.name+".json"), out, 0o644))
