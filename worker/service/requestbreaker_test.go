@@ -1,0 +1,73 @@
+package service_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/payguard/payguard/activities"
+	"github.com/payguard/payguard/internal/testenv"
+	"github.com/payguard/payguard/status"
+	metricnames "github.com/payguard/payguard/worker/metrics"
+	"github.com/payguard/payguard/worker/service"
+)
+
+// Creates during an outage, on the real stack: 5xx creates trip the request
+// breaker; while it is open the gateway sees no create at all; once the
+// gateway heals the held-back orders resume and every one ends CONFIRMED
+// with exactly one transaction — none created twice, none charged twice.
+func TestCreatesWaitOutTheRequestBreakerAndResumeOnce(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStack(t, processing(100*time.Millisecond), func(c *service.Config) {
+		c.RequestBreaker = activities.BreakerSettings{Window: 10 * time.Second, MinCalls: 3, FailureRate: 0.5, OpenFor: 3 * time.Second, HalfOpenCalls: 1}
+	})
+	setStock(t, s, 100)
+	// 503 before the gateway creates anything: each create's outcome is
+	// unknown to payguard, and counts against the request breaker.
+	testenv.PatchFaults(t, s.Sim, map[string]any{"create": map[string]any{"errorRate": 1, "errorStatus": 503}})
+	var orders []string
+	for i := range 6 {
+		id := fmt.Sprintf("rqbrk-%d", i)
+		orders = append(orders, id)
+		placeOrder(t, s, id)
+	}
+	testenv.Eventually(t, 30*time.Second, func() bool { return createBreaker(t, s) == 2 }, "request breaker OPEN")
+
+	// While it stays open, nothing reaches the gateway (watched until it
+	// leaves OPEN for its half-open trial).
+	sent := s.Sim.Stats().Requests["create"]
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		require.Equal(t, sent, s.Sim.Stats().Requests["create"], "a create reached the gateway while the request breaker was open")
+		return createBreaker(t, s) != 2
+	}, "request breaker leaves OPEN")
+
+	testenv.PatchFaults(t, s.Sim, map[string]any{"create": map[string]any{"errorRate": 0}})
+	for _, id := range orders {
+		testenv.Eventually(t, time.Minute, func() bool {
+			o, err := s.Store.GetOrder(context.Background(), id)
+			return err == nil && o.Status == status.OrderConfirmed
+		}, id+" CONFIRMED after the gateway healed")
+		got := s.Sim.Stats().Orders[id]
+		assert.Len(t, got.Transactions, 1, "%s: one transaction at the gateway", id)
+		assert.Equal(t, 1, got.Successful, "%s: charged once", id)
+	}
+	assert.Zero(t, stock(t, s).Reserved)
+}
+
+// createBreaker is the request breaker's state as the worker's metrics
+// show it: 0 closed, 1 half-open, 2 open.
+func createBreaker(t *testing.T, s *testenv.Stack) float64 {
+	t.Helper()
+	samples, err := metricnames.Scrape(context.Background(), s.MetricsURL(), metricnames.BreakerState)
+	require.NoError(t, err)
+	for _, sm := range samples {
+		if sm.Labels["breaker"] == activities.CreateBreakerName {
+			return sm.Value
+		}
+	}
+	return -1
+}
