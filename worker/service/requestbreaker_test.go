@@ -23,27 +23,42 @@ import (
 func TestCreatesWaitOutTheRequestBreakerAndResumeOnce(t *testing.T) {
 	t.Parallel()
 	s := testenv.NewStack(t, processing(100*time.Millisecond), func(c *service.Config) {
-		c.RequestBreaker = activities.BreakerSettings{Window: 10 * time.Second, MinCalls: 3, FailureRate: 0.5, OpenFor: 3 * time.Second, HalfOpenCalls: 1}
+		c.RequestBreaker = activities.BreakerSettings{Window: 10 * time.Second, MinCalls: 3, FailureRate: 0.5, OpenFor: 5 * time.Second, HalfOpenCalls: 1}
+		// No re-send of an unknown create before the breaker has opened.
+		c.UnknownGrace = 5 * time.Second
 	})
 	setStock(t, s, 100)
 	// 503 before the gateway creates anything: each create's outcome is
 	// unknown to payguard, and counts against the request breaker.
 	testenv.PatchFaults(t, s.Sim, map[string]any{"create": map[string]any{"errorRate": 1, "errorStatus": 503}})
 	var orders []string
-	for i := range 6 {
+	place := func(i int) {
 		id := fmt.Sprintf("rqbrk-%d", i)
 		orders = append(orders, id)
 		placeOrder(t, s, id)
 	}
+	// Three creates one after the other, each counted by the gateway before
+	// the next goes out, trip it: no create is in flight when it opens.
+	for i := range 3 {
+		place(i)
+		testenv.Eventually(t, 30*time.Second, func() bool { return s.Sim.Stats().Orders[orders[i]].CreateRequests == 1 }, orders[i]+" create answered")
+	}
 	testenv.Eventually(t, 30*time.Second, func() bool { return createBreaker(t, s) == 2 }, "request breaker OPEN")
+	openSeen := time.Now()
+	// Three more orders while it is open.
+	for i := 3; i < 6; i++ {
+		place(i)
+	}
 
-	// While it stays open, nothing reaches the gateway (watched until it
-	// leaves OPEN for its half-open trial).
+	// While it stays open, nothing reaches the gateway: watched for most of
+	// its 5 s (it opened before openSeen; the margin covers that lag, after
+	// which one half-open trial may go out).
 	sent := s.Sim.Stats().Requests["create"]
+	require.Equal(t, 3, sent)
 	testenv.Eventually(t, 30*time.Second, func() bool {
 		require.Equal(t, sent, s.Sim.Stats().Requests["create"], "a create reached the gateway while the request breaker was open")
-		return createBreaker(t, s) != 2
-	}, "request breaker leaves OPEN")
+		return time.Since(openSeen) > 3500*time.Millisecond
+	}, "watched the open request breaker")
 
 	testenv.PatchFaults(t, s.Sim, map[string]any{"create": map[string]any{"errorRate": 0}})
 	for _, id := range orders {
