@@ -118,6 +118,12 @@ func (c Config) Validate() error {
 	if err := c.Common.Validate(); err != nil {
 		return err
 	}
+	if err := validateBreaker("breaker", c.Breaker); err != nil {
+		return err
+	}
+	if err := validateBreaker("request-breaker", c.requestBreaker()); err != nil {
+		return err
+	}
 	switch {
 	case c.ConnectTimeout <= 0 || c.ReadTimeout <= 0:
 		return fmt.Errorf("configuration: --connect-timeout and --read-timeout must be positive")
@@ -125,10 +131,6 @@ func (c Config) Validate() error {
 		return fmt.Errorf("configuration: --request-attempts must be at least 1, got %d", c.RequestAttempts)
 	case c.UnknownGrace <= 0 || c.PollInitial <= 0 || c.PollMax < c.PollInitial:
 		return fmt.Errorf("configuration: --unknown-grace and --poll-initial must be positive and --poll-max at least --poll-initial")
-	case validateBreaker("breaker", c.Breaker) != nil:
-		return validateBreaker("breaker", c.Breaker)
-	case c.RequestBreaker != (activities.BreakerSettings{}) && validateBreaker("request-breaker", c.RequestBreaker) != nil:
-		return validateBreaker("request-breaker", c.RequestBreaker)
 	case c.ReconcileInterval < 0 || c.ReconcileWindow < 0 || c.ReconcileRate < 0:
 		return fmt.Errorf("configuration: --reconcile-interval, --reconcile-window and --reconcile-rate must not be negative")
 	case c.ReconcileRate != 0 && c.ReconcileRate < workflows.MinReconcileRate:
