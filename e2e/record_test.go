@@ -43,6 +43,18 @@ func TestRecordReplayHistories(t *testing.T) {
 	resolve := func(orderID, st string, callback bool) {
 		testenv.Admin(t, s.Sim, "POST", "/admin/transactions/"+keyOf(orderID)+"/resolve", map[string]any{"status": st, "callback": callback}, nil)
 	}
+	// A poll refused by the open lookup breaker, then the charge found.
+	breakerOpenThenSuccess := func(id string) {
+		placeOrder(t, s, id, "P1", 1)
+		waitOrder(t, s, id, status.OrderPending, 30*time.Second)
+		testenv.PatchFaults(t, s.Sim, map[string]any{"lookup": map[string]any{"errorRate": 1, "errorStatus": 503}})
+		testenv.Eventually(t, 60*time.Second, func() bool {
+			st := workflowState(t, s, id)
+			return st.LastLookup != nil && st.LastLookup.Result == "UNAVAILABLE"
+		}, "a poll refused by the open breaker")
+		testenv.PatchFaults(t, s.Sim, map[string]any{"lookup": map[string]any{"errorRate": 0}})
+		resolve(id, "SUCCESS", false)
+	}
 	// sweepID is the newest sweep's workflow id: a sweep is started by the
 	// starter under an id of its own, not the order's.
 	var sweepID string
@@ -83,31 +95,11 @@ func TestRecordReplayHistories(t *testing.T) {
 			testenv.PatchFaults(t, s.Sim, map[string]any{"create": map[string]any{"timeoutRate": 0}})
 			resolve(id, "SUCCESS", false)
 		}, status.OrderConfirmed},
-		{"breaker_open_then_success", func(id string) {
-			placeOrder(t, s, id, "P1", 1)
-			waitOrder(t, s, id, status.OrderPending, 30*time.Second)
-			testenv.PatchFaults(t, s.Sim, map[string]any{"lookup": map[string]any{"errorRate": 1, "errorStatus": 503}})
-			testenv.Eventually(t, 60*time.Second, func() bool {
-				st := workflowState(t, s, id)
-				return st.LastLookup != nil && st.LastLookup.Result == "UNAVAILABLE"
-			}, "a poll refused by the open breaker")
-			testenv.PatchFaults(t, s.Sim, map[string]any{"lookup": map[string]any{"errorRate": 0}})
-			resolve(id, "SUCCESS", false)
-		}, status.OrderConfirmed},
+		{"breaker_open_then_success", breakerOpenThenSuccess, status.OrderConfirmed},
 		// The same path once the poll while the breaker is open is timed by
 		// the breaker (GetVersion "breaker-timed-poll"): the history above
 		// keeps the path before it replaying.
-		{"breaker_timed_poll", func(id string) {
-			placeOrder(t, s, id, "P1", 1)
-			waitOrder(t, s, id, status.OrderPending, 30*time.Second)
-			testenv.PatchFaults(t, s.Sim, map[string]any{"lookup": map[string]any{"errorRate": 1, "errorStatus": 503}})
-			testenv.Eventually(t, 60*time.Second, func() bool {
-				st := workflowState(t, s, id)
-				return st.LastLookup != nil && st.LastLookup.Result == "UNAVAILABLE"
-			}, "a poll refused by the open breaker")
-			testenv.PatchFaults(t, s.Sim, map[string]any{"lookup": map[string]any{"errorRate": 0}})
-			resolve(id, "SUCCESS", false)
-		}, status.OrderConfirmed},
+		{"breaker_timed_poll", breakerOpenThenSuccess, status.OrderConfirmed},
 		// RecoverWorkflow, under the order's own workflow id (the recorded
 		// run is the last one, the recovery's): the order's workflow was
 		// terminated, a sweep found it, the charge landed without callback.
