@@ -27,6 +27,19 @@ func databaseOptions(summary string) workflow.ActivityOptions {
 	}
 }
 
+// localRetryWindow is how long a local database step keeps retrying. A
+// local activity's retries end at its schedule-to-close timeout, which
+// would default to the 15 s of one try (a PostgreSQL restart outlasts it),
+// where a regular activity's go on without end; a year stands in for that.
+const localRetryWindow = 365 * 24 * time.Hour
+
+// localDatabaseOptions are databaseOptions for a local activity (dbStep).
+func localDatabaseOptions(summary string) workflow.LocalActivityOptions {
+	o := databaseOptions(summary)
+	return workflow.LocalActivityOptions{ScheduleToCloseTimeout: localRetryWindow, StartToCloseTimeout: o.StartToCloseTimeout,
+		RetryPolicy: o.RetryPolicy, Summary: o.Summary}
+}
+
 // cancelOptions are those of a cancel at the gateway: retried without end
 // until the gateway acknowledges, since a charge left standing is money taken.
 func cancelOptions(summary string) workflow.ActivityOptions {

@@ -96,9 +96,18 @@ type payment struct {
 // classify as an unknown outcome and authorises each re-send explicitly; a
 // FAILED answer decides only when no other transaction of the order is live;
 // and a final order status never moves.
+//
+// Later changes of the payment workflow's commands take the next version of
+// the same change ID rather than one of their own: each GetVersion a run asks
+// costs it a marker and a search-attribute upsert (the SDK's
+// TemporalChangeVersion), and every order pays that.
+//
+// localSteps (2): the order's database steps run as local activities
+// (dbStep) and search attributes are upserted only when they change.
 const (
 	versionMoneySafety = "money-safety"
 	moneySafe          = workflow.Version(1)
+	localSteps         = workflow.Version(2)
 )
 
 // idRuleChange versions the id rule's check (package ids) in setup.
@@ -149,7 +158,7 @@ func (w *Workflows) setup(ctx workflow.Context, in PaymentInput) (*payment, erro
 		state: State{OrderID: in.OrderID, Status: status.OrderReserving,
 			Deadline: workflow.Now(ctx).Add(in.Deadline)},
 	}
-	p.v = workflow.GetVersion(ctx, versionMoneySafety, workflow.DefaultVersion, moneySafe)
+	p.v = workflow.GetVersion(ctx, versionMoneySafety, workflow.DefaultVersion, localSteps)
 	if err := workflow.SetQueryHandler(ctx, StateQuery, func() (State, error) { return p.state, nil }); err != nil {
 		return nil, err
 	}
@@ -158,14 +167,24 @@ func (w *Workflows) setup(ctx workflow.Context, in PaymentInput) (*payment, erro
 
 func (p *payment) run(ctx workflow.Context) (State, error) {
 	p.setStatus(ctx, status.OrderReserving, "")
-	reserveCtx := p.storeCtx(ctx, fmt.Sprintf("Reserve %d × %s for order %s (amount %d)", p.in.Quantity, p.in.ProductID, p.in.OrderID, p.in.Amount))
-	if p.v >= moneySafe {
-		// An operator's cancel must not compensate while Reserve may still
-		// commit: the stock it holds would stay held with no workflow.
-		reserveCtx = workflow.WithWaitForCancellation(reserveCtx, true)
+	summary := fmt.Sprintf("Reserve %d × %s for order %s (amount %d)", p.in.Quantity, p.in.ProductID, p.in.OrderID, p.in.Amount)
+	in := activities.ReserveInput{OrderID: p.in.OrderID, ProductID: p.in.ProductID, Quantity: p.in.Quantity, Amount: p.in.Amount,
+		UserID: p.in.UserID, Deadline: p.state.Deadline}
+	// An operator's cancel must not compensate while Reserve may still
+	// commit: the stock it holds would stay held with no workflow.
+	var reserved workflow.Future
+	switch {
+	case p.v >= localSteps:
+		// A cancelled local activity's future resolves at once, whatever its
+		// statement goes on to do: Reserve runs where the cancel cannot reach.
+		dctx, _ := workflow.NewDisconnectedContext(ctx)
+		reserved = p.dbStep(dctx, summary, a.Reserve, in)
+	case p.v >= moneySafe:
+		reserved = workflow.ExecuteActivity(workflow.WithWaitForCancellation(workflow.WithActivityOptions(ctx, databaseOptions(summary)), true), a.Reserve, in)
+	default:
+		reserved = p.dbStep(ctx, summary, a.Reserve, in)
 	}
-	err := workflow.ExecuteActivity(reserveCtx, a.Reserve, activities.ReserveInput{OrderID: p.in.OrderID, ProductID: p.in.ProductID,
-		Quantity: p.in.Quantity, Amount: p.in.Amount, UserID: p.in.UserID, Deadline: p.state.Deadline}).Get(ctx, nil)
+	err := reserved.Get(ctx, nil)
 	rejected := isType(err, activities.ErrOutOfStock, activities.ErrUnknownProduct)
 	switch {
 	case ctx.Err() != nil && !(rejected && p.v >= moneySafe):
@@ -303,23 +322,47 @@ func (p *payment) setStatus(ctx workflow.Context, order status.Order, pay status
 	if pay != "" {
 		p.state.PaymentStatus = pay
 	}
-	updates := []temporal.SearchAttributeUpdate{OrderStatusKey.ValueSet(string(p.state.Status))}
-	if p.state.PaymentStatus != "" {
-		updates = append(updates, PaymentStatusKey.ValueSet(string(p.state.PaymentStatus)))
+	var updates []temporal.SearchAttributeUpdate
+	current := workflow.GetTypedSearchAttributes(ctx)
+	for _, kv := range []struct {
+		key   temporal.SearchAttributeKeyKeyword
+		value string
+	}{{OrderStatusKey, string(p.state.Status)}, {PaymentStatusKey, string(p.state.PaymentStatus)}} {
+		if kv.value == "" {
+			continue
+		}
+		// Each upsert is a write to the server's visibility store; one that
+		// changes nothing (the starter sets RESERVING at start) is skipped.
+		if was, ok := current.GetKeyword(kv.key); p.v >= localSteps && ok && was == kv.value {
+			continue
+		}
+		updates = append(updates, kv.key.ValueSet(kv.value))
+	}
+	if len(updates) == 0 {
+		return
 	}
 	if err := workflow.UpsertTypedSearchAttributes(ctx, updates...); err != nil {
 		p.log.Warn("upsert search attributes", "error", err)
 	}
 }
 
-// storeCtx gives a database activity its options.
-func (p *payment) storeCtx(ctx workflow.Context, summary string) workflow.Context {
-	return workflow.WithActivityOptions(ctx, databaseOptions(summary))
+// dbStep runs one of the order's database activities (Reserve, Settle,
+// CancelOrder, RecordEvent). From localSteps on it is a local activity, run
+// by the worker inside the workflow task that asks for it: a regular one
+// costs two more task hops through the server and a workflow task of its
+// own (docs/design.md §11). Each is one short transaction, idempotent, so a
+// retry repeats it harmlessly, and a worker lost mid-task runs it again on
+// replay; their retries are the regular ones' (databaseOptions).
+func (p *payment) dbStep(ctx workflow.Context, summary string, activity, in any) workflow.Future {
+	if p.v < localSteps {
+		return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, databaseOptions(summary)), activity, in)
+	}
+	return workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, localDatabaseOptions(summary)), activity, in)
 }
 
 func (p *payment) settleStep(ctx workflow.Context, in activities.SettleInput) error {
 	summary := fmt.Sprintf("Record order %s (amount %d): %s", p.in.OrderID, p.in.Amount, in.Cause)
-	err := workflow.ExecuteActivity(p.storeCtx(ctx, summary), a.Settle, in).Get(ctx, nil)
+	err := p.dbStep(ctx, summary, a.Settle, in).Get(ctx, nil)
 	if err != nil {
 		p.log.Error("settle step failed", "cause", in.Cause, "error", err)
 	}
@@ -332,7 +375,7 @@ func (p *payment) record(ctx workflow.Context, kind, cause string, detail map[st
 	if kind == activities.KindAnomaly {
 		p.state.Anomalies++
 	}
-	err := workflow.ExecuteActivity(p.storeCtx(ctx, fmt.Sprintf("Note on order %s (amount %d): %s", p.in.OrderID, p.in.Amount, cause)),
+	err := p.dbStep(ctx, fmt.Sprintf("Note on order %s (amount %d): %s", p.in.OrderID, p.in.Amount, cause),
 		a.RecordEvent, activities.EventInput{OrderID: p.in.OrderID, Kind: kind, Cause: cause, Detail: detail}).Get(ctx, nil)
 	if err != nil {
 		p.log.Warn("record event", "cause", cause, "error", err)

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -37,6 +38,11 @@ var recordedBeforeMoneySafety = []string{
 	"unknown_then_found", "breaker_open_then_success", "deadline_compensation", "operator_cancel",
 }
 
+// The same paths, and the breaker-timed poll, as recorded at the
+// money-safety version before the database steps became local activities
+// (testdata/v1/): runs started then still replay on the code they ran.
+var recordedMoneySafe = append(slices.Clone(recordedPaths), "breaker_timed_poll")
+
 func replayLogger() sdklog.Logger { return sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)) }
 
 // testdataCodecKeys is the test-only key ring the histories were recorded
@@ -65,6 +71,9 @@ func TestRecordedHistoriesReplay(t *testing.T) {
 	var paths []string
 	for _, name := range recordedPaths {
 		paths = append(paths, filepath.Join("testdata", name+".json"))
+	}
+	for _, name := range recordedMoneySafe {
+		paths = append(paths, filepath.Join("testdata", "v1", name+".json"))
 	}
 	for _, name := range recordedBeforeMoneySafety {
 		paths = append(paths, filepath.Join("testdata", "v0", name+".json"))
@@ -160,4 +169,35 @@ func TestEncryptedHistoryNeedsItsKey(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, right.DataConverter().FromPayloads(input, &in))
 	assert.Equal(t, "1234-5678-9814-1451", in.CardNo)
+}
+
+// A happy-path order asks the server for one activity, the create: Reserve
+// and Settle run as local activities inside the workflow tasks around it
+// (versionMoneySafety's localSteps), and the only search-attribute upserts
+// are the SDK's version marker's and the status changes after RESERVING,
+// which the starter sets at start.
+func TestHappyPathSchedulesOnlyTheCreate(t *testing.T) {
+	f, err := os.Open(filepath.Join("testdata", "callback_success.json"))
+	require.NoError(t, err)
+	defer f.Close()
+	h, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
+	require.NoError(t, err)
+	var scheduled []string
+	var localActivities, upserts, tasks int
+	for _, e := range h.Events {
+		switch {
+		case e.GetActivityTaskScheduledEventAttributes() != nil:
+			scheduled = append(scheduled, e.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName())
+		case e.GetMarkerRecordedEventAttributes().GetMarkerName() == "LocalActivity":
+			localActivities++
+		case e.GetUpsertWorkflowSearchAttributesEventAttributes() != nil:
+			upserts++
+		case e.GetWorkflowTaskCompletedEventAttributes() != nil:
+			tasks++
+		}
+	}
+	assert.Equal(t, []string{"RequestPayment"}, scheduled)
+	assert.Equal(t, 2, localActivities, "Reserve and Settle")
+	assert.Equal(t, 4, upserts, "version marker, REQUESTING, PENDING, CONFIRMED")
+	assert.Equal(t, 3, tasks, "start, create answered, callback")
 }

@@ -88,7 +88,7 @@ func (p *payment) compensate(ctx workflow.Context, cause string) (State, error) 
 	if p.state.Attempts == 0 && !p.maybeAtGateway {
 		payment = "" // nothing was ever sent: there is no payment to close
 	}
-	err := workflow.ExecuteActivity(p.storeCtx(dctx, fmt.Sprintf("Cancel order %s (amount %d) and release %d × %s", p.in.OrderID, p.in.Amount, p.in.Quantity, p.in.ProductID)),
+	err := p.dbStep(dctx, fmt.Sprintf("Cancel order %s (amount %d) and release %d × %s", p.in.OrderID, p.in.Amount, p.in.Quantity, p.in.ProductID),
 		a.CancelOrder, activities.SettleInput{OrderID: p.in.OrderID, Payment: payment, Cause: cause}).Get(dctx, nil)
 	if err != nil {
 		return p.state, err

@@ -88,17 +88,23 @@ func TestOperatorCancelDuringReserveReleasesTheStock(t *testing.T) {
 	assert.Zero(t, s.Sim.Stats().Requests["create"], "nothing was sent")
 }
 
-// cancelHandled: the cancel request reached the workflow's Reserve, and
-// every other activity scheduled so far has ended.
+// cancelHandled: the cancel request reached the workflow's Reserve (a
+// regular activity's cancel request, or for a local Reserve a workflow task
+// completed after the workflow's cancel request: the workflow code has seen
+// it), and every other activity scheduled so far has ended.
 func cancelHandled(t *testing.T, tc client.Client, workflowID string) bool {
 	iter := tc.GetWorkflowHistory(context.Background(), workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	requested, open := false, map[int64]bool{}
+	requested, cancelled, open := false, false, map[int64]bool{}
 	for iter.HasNext() {
 		e, err := iter.Next()
 		require.NoError(t, err)
 		switch e.GetEventType() {
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED:
 			requested = true
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED:
+			cancelled = true
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+			requested = requested || cancelled
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
 			if e.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() != "Reserve" {
 				open[e.GetEventId()] = true
