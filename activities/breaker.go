@@ -77,7 +77,8 @@ func (changeFunc) Fallback(string, bool)                                {}
 // in a row would reach ConsecutiveFailures. So the fleet sends a dead
 // gateway one trip's worth of lookups (--breaker-min-calls, or
 // --breaker-consecutive-failures after a window of successes), not that
-// many per worker.
+// many per worker; only calls that set out side by side while the next was
+// not yet risky add to it.
 func (s BreakerSettings) rules(name string) breaker.Rules {
 	bucket := time.Second
 	if s.Window < 10*bucket {
