@@ -132,3 +132,58 @@ func TestRefusedCreateReportsTheAnswerTheOrderAlreadyHas(t *testing.T) {
 	assert.Empty(t, r.attempts(t, "order-3"))
 	assert.Zero(t, r.sim.Stats().Requests["create"], "the gateway saw no create")
 }
+
+// The breakers' rules: a trip on the window's failure share (at least
+// MinCalls counted) or on ConsecutiveFailures in a row; risky (a fleet
+// call then runs under the shared lease) once one more failure could trip
+// it by either.
+func TestBreakerRules(t *testing.T) {
+	lookup, create := activities.DefaultBreakerSettings(), activities.DefaultRequestBreakerSettings()
+	require.EqualValues(t, 3, lookup.ConsecutiveFailures)
+	require.Zero(t, create.ConsecutiveFailures, "off for creates: a healthy gateway's occasional create 5xx fall in runs by chance")
+	counts := func(ok, failed, inARow uint32) gobreaker.Counts {
+		return gobreaker.Counts{Requests: ok + failed, TotalSuccesses: ok, TotalFailures: failed, ConsecutiveFailures: inARow}
+	}
+	for _, c := range []struct {
+		name        string
+		rules       breaker.Rules
+		counts      gobreaker.Counts
+		trip, risky bool
+	}{
+		{"lookup: empty window, any failure could tip the rate", activities.LookupRules(lookup), counts(0, 0, 0), false, true},
+		{"lookup: healthy window, first failure", activities.LookupRules(lookup), counts(30, 1, 1), false, false},
+		{"lookup: healthy window, one more failure reaches 3 in a row", activities.LookupRules(lookup), counts(30, 2, 2), false, true},
+		{"lookup: healthy window, 3 in a row", activities.LookupRules(lookup), counts(30, 3, 3), true, true},
+		{"lookup: failures scattered among successes below the rate", activities.LookupRules(lookup), counts(30, 10, 1), false, false},
+		{"lookup: the rate rule, none in a row", activities.LookupRules(lookup), counts(4, 5, 1), true, true},
+		{"lookup: 2 failures in a row, under min calls", activities.LookupRules(lookup), counts(2, 2, 2), false, true},
+		{"create: 9 in a row after a healthy window: no consecutive rule", activities.CreateRules(create), counts(30, 9, 9), false, false},
+		{"create: 9 failures, under min calls", activities.CreateRules(create), counts(0, 9, 9), false, true},
+		{"create: 10 failures, the rate rule", activities.CreateRules(create), counts(0, 10, 10), true, true},
+	} {
+		assert.Equal(t, c.trip, c.rules.ReadyToTrip(c.counts), "%s: trip", c.name)
+		assert.Equal(t, c.risky, c.rules.Risky(c.counts), "%s: risky", c.name)
+	}
+}
+
+// A process breaker after a window of successes: three connect failures in
+// a row open it at once; without the rule it stays closed, waiting for the
+// failures to outweigh the window.
+func TestConsecutiveFailuresTripAfterAWindowOfSuccesses(t *testing.T) {
+	for _, inARow := range []uint32{3, 0} {
+		s := activities.DefaultBreakerSettings()
+		s.ConsecutiveFailures = inARow
+		b := activities.NewLookupBreaker(s, func(string, gobreaker.State, gobreaker.State) {})
+		for range 30 {
+			require.NoError(t, b.Do(func() error { return nil }))
+		}
+		for range 3 {
+			require.ErrorIs(t, b.Do(func() error { return gateway.ErrUnreachable }), gateway.ErrUnreachable)
+		}
+		want := gobreaker.StateOpen
+		if inARow == 0 {
+			want = gobreaker.StateClosed
+		}
+		assert.Equal(t, want, b.State(), "consecutive failures %d", inARow)
+	}
+}

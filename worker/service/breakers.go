@@ -4,6 +4,8 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"math"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -38,16 +40,31 @@ func (c Config) requestBreaker() activities.BreakerSettings {
 	return c.RequestBreaker
 }
 
-// breakerFlags registers one breaker's five flags, --PREFIX-window and so
-// on, over b's current values; done stores the two counts once parsed.
-func breakerFlags(fs *flag.FlagSet, prefix, what string, b *activities.BreakerSettings) (done func()) {
-	minCalls, halfOpen := uint(b.MinCalls), uint(b.HalfOpenCalls)
+// breakerFlags registers one breaker's flags, --PREFIX-window and so on,
+// over b's current values.
+func breakerFlags(fs *flag.FlagSet, prefix, what string, b *activities.BreakerSettings) {
 	fs.DurationVar(&b.Window, prefix+"-window", b.Window, what+": rolling window calls are counted in")
-	fs.UintVar(&minCalls, prefix+"-min-calls", minCalls, what+": least calls in the window before it may trip")
+	fs.Var((*count)(&b.MinCalls), prefix+"-min-calls", what+": least calls in the window before it may trip on the failure rate")
 	fs.Float64Var(&b.FailureRate, prefix+"-failure-rate", b.FailureRate, what+": failure share that trips it")
+	fs.Var((*count)(&b.ConsecutiveFailures), prefix+"-consecutive-failures",
+		what+": failures in a row that trip it whatever the window holds (0: off)")
 	fs.DurationVar(&b.OpenFor, prefix+"-open", b.OpenFor, what+": time open before trial calls")
-	fs.UintVar(&halfOpen, prefix+"-half-open-calls", halfOpen, what+": trial calls in half-open, all of which must succeed to close it")
-	return func() { b.MinCalls, b.HalfOpenCalls = uint32(minCalls), uint32(halfOpen) }
+	fs.Var((*count)(&b.HalfOpenCalls), prefix+"-half-open-calls", what+": trial calls in half-open, all of which must succeed to close it")
+}
+
+// count is a breaker's count flag: a uint32 as gobreaker counts, so that a
+// value too large is refused at parsing instead of wrapping round.
+type count uint32
+
+func (c *count) String() string { return strconv.FormatUint(uint64(*c), 10) }
+
+func (c *count) Set(s string) error {
+	v, err := strconv.ParseUint(s, 10, 32)
+	if err != nil {
+		return fmt.Errorf("want a whole number from 0 to %d", uint32(math.MaxUint32))
+	}
+	*c = count(v)
+	return nil
 }
 
 // validateBreaker names the first bad setting of the breaker under prefix.
@@ -59,6 +76,11 @@ func validateBreaker(prefix string, b activities.BreakerSettings) error {
 		return fmt.Errorf("configuration: --%s-failure-rate must be within (0, 1], got %v", prefix, b.FailureRate)
 	case b.MinCalls < 1 || b.HalfOpenCalls < 1:
 		return fmt.Errorf("configuration: --%[1]s-min-calls and --%[1]s-half-open-calls must be at least 1", prefix)
+	case b.ConsecutiveFailures == 1:
+		// One more failure would always reach it: every call of the fleet
+		// breaker would run one at a time under the shared lease.
+		return fmt.Errorf("configuration: --%s-consecutive-failures must be 0 (off) or at least 2, got 1: "+
+			"at 1 any single failure trips it, and every call of the fleet's breaker would wait its turn for the shared lease", prefix)
 	}
 	return nil
 }

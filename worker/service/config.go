@@ -85,8 +85,8 @@ func ParseFlags(args []string, getenv func(string) string, usage io.Writer) (Con
 	fs.DurationVar(&c.UnknownGrace, "unknown-grace", workflows.DefaultUnknownGrace, "after an unknown create, how long no transaction means the gateway never took it")
 	fs.DurationVar(&c.PollInitial, "poll-initial", workflows.DefaultPollInitial, "first status poll after the create")
 	fs.DurationVar(&c.PollMax, "poll-max", workflows.DefaultPollMax, "longest interval between status polls")
-	lookupDone := breakerFlags(fs, "breaker", "lookup breaker", &c.Breaker)
-	requestDone := breakerFlags(fs, "request-breaker", "request (create) breaker", &c.RequestBreaker)
+	breakerFlags(fs, "breaker", "lookup breaker", &c.Breaker)
+	breakerFlags(fs, "request-breaker", "request (create) breaker", &c.RequestBreaker)
 	fs.StringVar(&c.BreakerScope, "breaker-scope", breaker.ScopeFleet,
 		"who shares the lookup and create breakers: fleet (every worker on this database, state in PostgreSQL) or process (this worker alone)")
 	fs.StringVar(&c.CallbackAuth, "callback-auth", CallbackAuthSigned,
@@ -107,8 +107,6 @@ func ParseFlags(args []string, getenv func(string) string, usage io.Writer) (Con
 	if fs.NArg() > 0 {
 		return Config{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	lookupDone()
-	requestDone()
 	c.CodecOrigins = config.SplitList(*origins)
 	return c, c.Validate()
 }
@@ -172,7 +170,7 @@ func (c Config) LogAttrs() []any {
 		"request_attempts", c.RequestAttempts, "idempotency_keys", c.IdempotencyKeys, "unknown_grace", c.UnknownGrace.String(),
 		"poll_initial", c.PollInitial.String(), "poll_max", c.PollMax.String(),
 		"breaker_window", c.Breaker.Window.String(), "breaker_min_calls", c.Breaker.MinCalls,
-		"breaker_failure_rate", c.Breaker.FailureRate, "breaker_open", c.Breaker.OpenFor.String(),
+		"breaker_failure_rate", c.Breaker.FailureRate, "breaker_consecutive_failures", c.Breaker.ConsecutiveFailures, "breaker_open", c.Breaker.OpenFor.String(),
 		"breaker_half_open_calls", c.Breaker.HalfOpenCalls, "breaker_scope", c.breakerScope(), "callback_auth", c.callbackAuth(),
 		"request_breaker", c.requestBreaker(),
 		"reconcile_interval", c.ReconcileInterval.String(), "reconcile_window", c.ReconcileWindow.String(), "reconcile_rate", c.reconcileRate(),

@@ -49,6 +49,8 @@ func TestWorkerFlagDefaultsFollowTheSpec(t *testing.T) {
 	assert.Equal(t, 0.5, c.Breaker.FailureRate)
 	assert.Equal(t, 10*time.Second, c.Breaker.OpenFor)
 	assert.EqualValues(t, 3, c.Breaker.HalfOpenCalls)
+	assert.EqualValues(t, 3, c.Breaker.ConsecutiveFailures)
+	assert.Zero(t, c.RequestBreaker.ConsecutiveFailures, "off for creates")
 	assert.Equal(t, activities.DefaultRequestBreakerSettings(), c.RequestBreaker)
 	assert.EqualValues(t, 1, c.RequestBreaker.HalfOpenCalls, "one good trial closes the request breaker")
 	assert.Equal(t, service.CallbackAuthSigned, c.CallbackAuth)
@@ -87,6 +89,11 @@ func TestWorkerFlagsRejectBadValues(t *testing.T) {
 		{"--request-breaker-failure-rate", "0"},
 		{"--request-breaker-half-open-calls", "0"},
 		{"--request-breaker-open", "0s"},
+		{"--breaker-consecutive-failures", "1"},
+		{"--breaker-consecutive-failures", "-1"},
+		{"--request-breaker-consecutive-failures", "4294967296"},
+		// Beyond gobreaker's uint32 counts: once wrapped round to 1.
+		{"--breaker-min-calls", "4294967297"},
 		{"--poll-initial", "2m", "--poll-max", "1m"},
 		{"--gateway-url", "gw:8090"},
 		{"--database-url", "mysql://x"},
@@ -100,6 +107,26 @@ func TestWorkerFlagsRejectBadValues(t *testing.T) {
 		_, err := service.ParseFlags(args, func(string) string { return "" }, io.Discard)
 		assert.Error(t, err, "%v", args)
 	}
+}
+
+// Each breaker's consecutive-failures rule is its own, and a bad value
+// says what is wanted.
+func TestWorkerConsecutiveFailuresFlags(t *testing.T) {
+	none := func(string) string { return "" }
+	c, err := service.ParseFlags([]string{"--breaker-consecutive-failures", "0", "--request-breaker-consecutive-failures", "6"}, none, io.Discard)
+	require.NoError(t, err)
+	assert.Zero(t, c.Breaker.ConsecutiveFailures)
+	assert.EqualValues(t, 6, c.RequestBreaker.ConsecutiveFailures)
+	assert.Equal(t, activities.DefaultRequestBreakerSettings().MinCalls, c.RequestBreaker.MinCalls)
+	assert.Contains(t, c.LogAttrs(), "breaker_consecutive_failures")
+
+	_, err = service.ParseFlags([]string{"--request-breaker-consecutive-failures", "1"}, none, io.Discard)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "--request-breaker-consecutive-failures must be 0 (off) or at least 2")
+	_, err = service.ParseFlags([]string{"--breaker-consecutive-failures", "three"}, none, io.Discard)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "breaker-consecutive-failures")
+	assert.Contains(t, err.Error(), "whole number")
 }
 
 func TestWorkerCallbackAuthLookup(t *testing.T) {

@@ -29,43 +29,12 @@ import (
 // three; the orders then confirm.
 func TestThreeWorkersShareOneLookupBreaker(t *testing.T) {
 	t.Parallel()
-	binary := testenv.BuildBinary(t, "./worker")
 	f := testenv.QuietFaults()
 	sim := testenv.Pgsim(t, f)
-	dbURL := testenv.NewDatabase(t)
-	queue := testenv.ID("fleet")
-	const workers, minCalls = 3, 5
-	addrs := make([]string, workers)
-	for i := range addrs {
-		addrs[i] = testenv.FreeAddr(t)
-	}
-	env := map[string]string{
-		"TEMPORAL_ADDRESS": testenv.TemporalAddress(t), "TASK_QUEUE": queue, "DATABASE_URL": dbURL,
-		"GATEWAY_URL": sim.GatewayURL(), "GATEWAY_SECRET": testenv.Secret, "CALLBACK_URL": "http://" + addrs[0] + "/callbacks/gateway",
-		codec.KeysEnv: testenv.CodecKeys(),
-	}
-	for i, addr := range addrs {
-		cmd := exec.Command(binary, "--http-addr", addr, "--poll-initial", "200ms", "--poll-max", "500ms",
-			"--breaker-min-calls", fmt.Sprint(minCalls), "--breaker-open", "2s", "--breaker-half-open-calls", "3", "--breaker-scope", "fleet")
-		cmd.Env = os.Environ()
-		for k, v := range env {
-			cmd.Env = append(cmd.Env, k+"="+v)
-		}
-		if os.Getenv("PAYGUARD_TEST_LOG") == "1" {
-			cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		}
-		require.NoError(t, cmd.Start(), "worker %d", i)
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	}
-	for _, addr := range addrs {
-		testenv.Eventually(t, 60*time.Second, func() bool {
-			resp, err := http.Get("http://" + addr + "/healthz")
-			if err == nil {
-				resp.Body.Close()
-			}
-			return err == nil && resp.StatusCode == 200
-		}, "worker healthy")
-	}
+	const minCalls = 5
+	env, addrs := startWorkers(t, sim.GatewayURL(), "--poll-initial", "200ms", "--poll-max", "500ms",
+		"--breaker-min-calls", fmt.Sprint(minCalls), "--breaker-open", "2s", "--breaker-half-open-calls", "3", "--breaker-scope", "fleet")
+	dbURL := env["DATABASE_URL"]
 
 	ctx := context.Background()
 	st, err := store.Open(ctx, dbURL)
@@ -96,7 +65,7 @@ func TestThreeWorkersShareOneLookupBreaker(t *testing.T) {
 				mu.Unlock()
 			}
 		}
-		return len(openAt) == workers
+		return len(openAt) == len(addrs)
 	}, "every worker reports the lookup breaker open")
 	first, last := time.Time{}, time.Time{}
 	for _, at := range openAt {
@@ -130,15 +99,61 @@ func TestThreeWorkersShareOneLookupBreaker(t *testing.T) {
 
 // lookupBreaker is the lookup breaker's state as the worker at addr sees it.
 func lookupBreaker(t *testing.T, addr string) float64 {
+	return breakerState(t, addr, activities.LookupBreakerName)
+}
+
+// breakerState is a breaker's state as the worker at addr sees it (0
+// closed, 1 half-open, 2 open; -1 not scraped).
+func breakerState(t *testing.T, addr, name string) float64 {
 	t.Helper()
 	samples, err := metricnames.Scrape(context.Background(), "http://"+addr+"/metrics", metricnames.BreakerState)
 	if err != nil {
 		return -1
 	}
 	for _, s := range samples {
-		if s.Labels["breaker"] == activities.LookupBreakerName {
+		if s.Labels["breaker"] == name {
 			return s.Value
 		}
 	}
 	return -1
+}
+
+// startWorkers starts three worker processes (the real binary) on one new
+// task queue and database, against gatewayURL, each with args, and waits
+// until all are healthy. env is their environment; callbacks go to the
+// first. They are killed at the test's end.
+func startWorkers(t *testing.T, gatewayURL string, args ...string) (env map[string]string, addrs []string) {
+	t.Helper()
+	binary := testenv.BuildBinary(t, "./worker")
+	addrs = make([]string, 3)
+	for i := range addrs {
+		addrs[i] = testenv.FreeAddr(t)
+	}
+	env = map[string]string{
+		"TEMPORAL_ADDRESS": testenv.TemporalAddress(t), "TASK_QUEUE": testenv.ID("fleet"), "DATABASE_URL": testenv.NewDatabase(t),
+		"GATEWAY_URL": gatewayURL, "GATEWAY_SECRET": testenv.Secret, "CALLBACK_URL": "http://" + addrs[0] + "/callbacks/gateway",
+		codec.KeysEnv: testenv.CodecKeys(),
+	}
+	for i, addr := range addrs {
+		cmd := exec.Command(binary, append([]string{"--http-addr", addr}, args...)...)
+		cmd.Env = os.Environ()
+		for k, v := range env {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+		if os.Getenv("PAYGUARD_TEST_LOG") == "1" {
+			cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		}
+		require.NoError(t, cmd.Start(), "worker %d", i)
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	}
+	for _, addr := range addrs {
+		testenv.Eventually(t, 60*time.Second, func() bool {
+			resp, err := http.Get("http://" + addr + "/healthz")
+			if err == nil {
+				resp.Body.Close()
+			}
+			return err == nil && resp.StatusCode == 200
+		}, "worker healthy")
+	}
+	return env, addrs
 }
