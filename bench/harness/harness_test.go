@@ -39,6 +39,9 @@ func TestQuickBenchRunsEveryPhaseOnTheRealStack(t *testing.T) {
 	require.NotNil(t, r.Baseline)
 	assert.Positive(t, r.Baseline.Completed)
 	assert.Zero(t, r.Baseline.Errors, r.Baseline.FirstError)
+	assert.Positive(t, r.Baseline.CPU.Server, "the dev server's CPU per no-op workflow is measured")
+	assert.Zero(t, r.Baseline.CPU.Worker, "the payguard worker is not part of the baseline")
+	assert.LessOrEqual(t, r.QuietWaitSec, quietLimit.Seconds()+1, "the wait for a quiet server is bounded")
 	require.NotEmpty(t, r.Steps)
 	for _, s := range r.Steps {
 		total := 0
@@ -47,6 +50,8 @@ func TestQuickBenchRunsEveryPhaseOnTheRealStack(t *testing.T) {
 		}
 		assert.Equal(t, int(s.Offered*s.DurationSec), s.Launched, "every order of a step is launched")
 		assert.Equal(t, s.Launched, total, "every launched order is counted once: %v", s.Final)
+		assert.Positive(t, s.CPU.Server, "the dev server's CPU per order is measured")
+		assert.Positive(t, s.CPU.Worker, "the worker's CPU per order is measured")
 		// Orders still running when the step's wait ends (UNFINISHED, or
 		// ERROR when the wait's own call timed out) are a matter of speed,
 		// which a shared machine decides; a wrong ending is not.

@@ -62,6 +62,7 @@ type Baseline struct {
 	PerSecond   float64             `json:"workflowsPerSecond"`
 	Latency     loadgen.Percentiles `json:"latency"`
 	FirstError  string              `json:"firstError,omitempty"`
+	CPU         CPUCost             `json:"cpuPerWorkflow"`
 }
 
 // runBaseline keeps inFlight no-op workflows running for d: each of

@@ -28,6 +28,7 @@ type Step struct {
 	Latency     loadgen.Percentiles `json:"finalLatency"`
 	Sustained   bool                `json:"sustained"`
 	Why         string              `json:"why,omitempty"` // why not sustained
+	CPU         CPUCost             `json:"cpuPerOrder"`   // over the step, per order launched
 }
 
 // products are the bench's stock, set far above any run's demand.

@@ -13,17 +13,20 @@ import (
 
 // Report is one bench run: bench-out/report.json.
 type Report struct {
-	Label      string         `json:"label,omitempty"`
-	Quick      bool           `json:"quick"`
-	Machine    Machine        `json:"machine"`
-	WorkerArgs []string       `json:"workerArgs,omitempty"`
-	Eager      bool           `json:"eager"`
-	Baseline   *Baseline      `json:"baseline,omitempty"`
-	Steps      []Step         `json:"steps,omitempty"`
-	Sustained  float64        `json:"sustainedOrdersPerSecond"` // the highest sustained step's confirmed/s
-	Ratio      float64        `json:"ratioToBaseline"`          // the headline: Sustained / baseline workflows/s
-	Breaker    *BreakerResult `json:"breaker,omitempty"`
-	Capacity   *Capacity      `json:"capacity,omitempty"`
+	Label      string   `json:"label,omitempty"`
+	Quick      bool     `json:"quick"`
+	Machine    Machine  `json:"machine"`
+	WorkerArgs []string `json:"workerArgs,omitempty"`
+	Eager      bool     `json:"eager"`
+	// QuietWaitSec is how long the bench waited for the dev server to go
+	// quiet after the baseline, before payguard's steps (quiet.go).
+	QuietWaitSec float64        `json:"quietWaitSeconds"`
+	Baseline     *Baseline      `json:"baseline,omitempty"`
+	Steps        []Step         `json:"steps,omitempty"`
+	Sustained    float64        `json:"sustainedOrdersPerSecond"` // the highest sustained step's confirmed/s
+	Ratio        float64        `json:"ratioToBaseline"`          // the headline: Sustained / baseline workflows/s
+	Breaker      *BreakerResult `json:"breaker,omitempty"`
+	Capacity     *Capacity      `json:"capacity,omitempty"`
 }
 
 // Machine says what the numbers were measured on, and how busy it was.
@@ -82,12 +85,12 @@ func (r Report) Table() string {
 		r.Machine.Model, r.Machine.LoadBefore, r.Machine.LoadAfter)
 	fmt.Fprintf(w, "  measure\tvalue\tdetail\n")
 	if b := r.Baseline; b != nil {
-		fmt.Fprintf(w, "  no-op baseline (%d activities, %d in flight)\t%.1f workflows/s\tp50 %.0f ms, p99 %.0f ms, %d errors\n",
-			b.Activities, b.InFlight, b.PerSecond, b.Latency.P50, b.Latency.P99, b.Errors)
+		fmt.Fprintf(w, "  no-op baseline (%d activities, %d in flight)\t%.1f workflows/s\tp50 %.0f ms, p99 %.0f ms, %d errors; CPU per workflow: %s\n",
+			b.Activities, b.InFlight, b.PerSecond, b.Latency.P50, b.Latency.P99, b.Errors, b.CPU)
 	}
 	for _, s := range r.Steps {
-		fmt.Fprintf(w, "  payguard at %.0f orders/s offered\t%.1f confirmed/s\tp50 %.0f ms, p99 %.0f ms, %s\n",
-			s.Offered, s.Throughput, s.Latency.P50, s.Latency.P99, verdict(s))
+		fmt.Fprintf(w, "  payguard at %.0f orders/s offered\t%.1f confirmed/s\tp50 %.0f ms, p99 %.0f ms, %s; CPU per order: %s\n",
+			s.Offered, s.Throughput, s.Latency.P50, s.Latency.P99, verdict(s), s.CPU)
 	}
 	if len(r.Steps) > 0 {
 		fmt.Fprintf(w, "  payguard sustained\t%.1f orders/s\tevery order CONFIRMED, p99 < %s\n", r.Sustained, sustainP99)

@@ -164,6 +164,7 @@ func run(ctx context.Context, o Options, stdout io.Writer) error {
 	}
 	store.Close()
 	w := st.Workers[0]
+	cpu := cpuMeter{server: st.Temporal.CPUTime, worker: w.CPUTime}
 
 	nw, err := startNoopWorker(st.Client)
 	if err != nil {
@@ -175,11 +176,21 @@ func run(ctx context.Context, o Options, stdout io.Writer) error {
 
 	if o.has("baseline") {
 		say("baseline: no-op workflow of %d activities, %d in flight for %s...", happyPathActivities, o.InFlight, o.Baseline)
+		noopCPU := cpuMeter{server: st.Temporal.CPUTime} // the no-op worker is this process
+		before := noopCPU.read()
 		b := runBaseline(ctx, st.Client, o.InFlight, o.Baseline, "noop-"+strconv.FormatInt(time.Now().UnixNano(), 36))
+		b.CPU = noopCPU.per(before, b.Completed)
 		rep.Baseline = &b
 		say("baseline: %.1f workflows/s, p50 %.0f ms, p99 %.0f ms, %d errors", b.PerSecond, b.Latency.P50, b.Latency.P99, b.Errors)
 	}
 	nw.Stop()
+	if o.has("rates") {
+		waited, quiet := waitQuiet(ctx, st.Temporal.CPUTime)
+		rep.QuietWaitSec = round2(waited.Seconds())
+		if !quiet {
+			say("the dev server was not quiet after %s; timing payguard anyway", waited.Round(time.Second))
+		}
+	}
 
 	var confirmed, lookupOrder string
 	if o.has("rates") {
@@ -195,7 +206,9 @@ func run(ctx context.Context, o Options, stdout io.Writer) error {
 			// No breaker watch: pgsim is calm, and the load generator's
 			// /metrics scrape every 200 ms was over a third of the worker's
 			// CPU in the first profile — the bench's cost, not payguard's.
+			before := cpu.read()
 			step, sum := runStep(ctx, st.Client, rate, o.Step, nil)
+			step.CPU = cpu.per(before, step.Launched)
 			if err := <-profiled; err != nil {
 				say("profile at %g/s: %v", rate, err)
 			}

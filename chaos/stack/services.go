@@ -53,6 +53,9 @@ func startTemporal(ctx context.Context, cli, out string, extra []string) (*Tempo
 	return t, t.start(ctx)
 }
 
+// CPUTime is the dev server's CPU time so far (the bench's quiet check).
+func (t *Temporal) CPUTime() time.Duration { return t.proc.CPUTime() }
+
 func (t *Temporal) start(ctx context.Context) error {
 	if err := t.proc.Start(); err != nil {
 		return err
@@ -126,6 +129,9 @@ type Worker struct {
 	CallbackPath string
 	proc         *process.Process
 }
+
+// CPUTime is the worker's CPU time so far (the bench's cost per order).
+func (w *Worker) CPUTime() time.Duration { return w.proc.CPUTime() }
 
 // Start starts the worker and waits until it is healthy.
 func (w *Worker) Start(ctx context.Context) error {

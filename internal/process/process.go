@@ -6,6 +6,7 @@
 package process
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -13,6 +14,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -83,6 +86,36 @@ func (p *Process) Running() bool {
 	default:
 		return true
 	}
+}
+
+// CPUTime is the CPU time the process has used so far (user and system,
+// from /proc), or 0 when it is not running or /proc cannot say.
+func (p *Process) CPUTime() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return 0
+	}
+	return cpuTime(p.cmd.Process.Pid)
+}
+
+// clockTicks is USER_HZ, the unit of /proc's CPU times: 100 on every Linux
+// ABI Go runs on (reading sysconf would need cgo).
+const clockTicks = 100
+
+func cpuTime(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The command name (field 2) may hold spaces: count from the ')' after it.
+	fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(fields) < 13 {
+		return 0
+	}
+	user, _ := strconv.ParseInt(fields[11], 10, 64) // field 14, utime
+	sys, _ := strconv.ParseInt(fields[12], 10, 64)  // field 15, stime
+	return time.Duration(user+sys) * time.Second / clockTicks
 }
 
 // Kill sends SIGKILL (no chance to clean up: the crash under test).

@@ -58,3 +58,16 @@ func TestWaitForReportsAChildThatExited(t *testing.T) {
 	require.ErrorContains(t, err, "dies exited before health")
 	assert.ErrorContains(t, err, p.LogPath())
 }
+
+// A busy child's CPU time grows; a stopped one reads 0.
+func TestCPUTimeCountsTheChildsWork(t *testing.T) {
+	p := &process.Process{Name: "busy", Path: "/bin/sh", Args: []string{"-c", "while :; do :; done"}, LogDir: t.TempDir()}
+	assert.Zero(t, p.CPUTime(), "not started")
+	require.NoError(t, p.Start())
+	t.Cleanup(func() { _ = p.Kill() })
+	require.NoError(t, p.WaitFor(context.Background(), 30*time.Second, "CPU time", func(context.Context) bool {
+		return p.CPUTime() >= 50*time.Millisecond
+	}))
+	require.NoError(t, p.Kill())
+	assert.Zero(t, p.CPUTime(), "stopped")
+}

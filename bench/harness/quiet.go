@@ -1,0 +1,104 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"syscall"
+	"time"
+)
+
+// Work a phase leaves behind lands in the next one: every no-op workflow
+// leaves timers on the server (each activity's start-to-close and each
+// workflow task's timeout) that fire 10–30 s after it ended, as no-ops that
+// still cost the server a task each. Before a phase is timed, the bench
+// waits for the dev server to go quiet, so no phase pays for another's.
+// (The baseline's own late timers fall after its window: a small advantage
+// to it, left as it is.)
+
+const (
+	// quietShare is the dev server's CPU use, as a share of one CPU, under
+	// which it counts as idle: its own housekeeping stays below it.
+	quietShare = 0.15
+	// quietLimit bounds the wait: a phase's timers are done within 30 s.
+	quietLimit = 45 * time.Second
+)
+
+// waitQuiet waits until cpu (the dev server's CPU time so far) grows by
+// less than quietShare of a second in each of two seconds in a row, or
+// quietLimit passes. It returns how long it waited and whether the server
+// went quiet.
+func waitQuiet(ctx context.Context, cpu func() time.Duration) (time.Duration, bool) {
+	began := time.Now()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	last, calm := cpu(), 0
+	for calm < 2 {
+		if time.Since(began) >= quietLimit {
+			return time.Since(began), false
+		}
+		select {
+		case <-ctx.Done():
+			return time.Since(began), false
+		case <-tick.C:
+		}
+		now := cpu()
+		if now-last < time.Duration(quietShare*float64(time.Second)) {
+			calm++
+		} else {
+			calm = 0
+		}
+		last = now
+	}
+	return time.Since(began), true
+}
+
+// CPUCost is what one workflow (baseline) or order (payguard) cost each
+// process in CPU milliseconds, over a phase: the dev server's share is the
+// number the task hops are judged by (docs/design.md §11).
+type CPUCost struct {
+	Server float64 `json:"serverMillis"`
+	Worker float64 `json:"workerMillis,omitempty"` // the payguard worker process (steps only)
+	Bench  float64 `json:"benchMillis"`            // this process: the load client, and the no-op worker in the baseline
+}
+
+// cpuMeter reads the processes' CPU times.
+type cpuMeter struct {
+	server, worker func() time.Duration
+}
+
+type cpuReading struct{ server, worker, bench time.Duration }
+
+func (m cpuMeter) read() cpuReading {
+	r := cpuReading{server: m.server(), bench: selfCPUTime()}
+	if m.worker != nil {
+		r.worker = m.worker()
+	}
+	return r
+}
+
+// per is the CPU each process used since r, per one of n.
+func (m cpuMeter) per(r cpuReading, n int) CPUCost {
+	if n == 0 {
+		return CPUCost{}
+	}
+	now := m.read()
+	ms := func(d time.Duration) float64 { return round2(float64(d.Microseconds()) / 1000 / float64(n)) }
+	return CPUCost{Server: ms(now.server - r.server), Worker: ms(now.worker - r.worker), Bench: ms(now.bench - r.bench)}
+}
+
+// selfCPUTime is this process's CPU time so far.
+func selfCPUTime() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func (c CPUCost) String() string {
+	s := fmt.Sprintf("server %.1f ms", c.Server)
+	if c.Worker > 0 {
+		s += fmt.Sprintf(", worker %.1f ms", c.Worker)
+	}
+	return s + fmt.Sprintf(", bench %.1f ms", c.Bench)
+}
