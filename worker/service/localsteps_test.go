@@ -1,0 +1,111 @@
+package service_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/payguard/payguard/gateway"
+	"github.com/payguard/payguard/internal/testenv"
+	"github.com/payguard/payguard/status"
+	"github.com/payguard/payguard/store"
+	"github.com/payguard/payguard/workflows"
+)
+
+// Reviews of the local database steps (money-safety version 2) on the real
+// stack: a local activity's effect is committed before the workflow task
+// that ran it is; a task that does not complete is run again from its
+// history, and what it decides then must agree with what was committed.
+
+// An operator's cancel arrives while the workflow task that settles a
+// SUCCESS callback is running its local Settle (blocked on the order's row,
+// which the test holds). The Settle commits CONFIRMED; the task then tries
+// to complete the workflow, which the server refuses while a cancel request
+// waits, so the task is run again from its history, where the callback and
+// the cancel now arrive together. Whatever the workflow then does, money and
+// stock must agree: CONFIRMED with the charge standing, or CANCELLED with
+// the charge refunded and the stock released.
+func TestOperatorCancelDuringLocalSettleKeepsMoneyAndStockTogether(t *testing.T) {
+	t.Parallel()
+	cancelDuringLocalSettle(t, "lset-0001", func(s *testenv.Stack, id, key string) {
+		code, _ := postCallback(t, s, callbackBody("lset-0001", key, gateway.StatusSuccess, 5000), testenv.Secret, time.Now())
+		require.Equal(t, http.StatusOK, code)
+	})
+}
+
+// The same when the SUCCESS comes from a status lookup (here one a lookup
+// hint asked for): the task that runs Settle is the one that delivers the
+// lookup's result, and on its second run the cancel arrives with it.
+func TestOperatorCancelDuringLocalSettleOfALookupKeepsMoneyAndStockTogether(t *testing.T) {
+	t.Parallel()
+	cancelDuringLocalSettle(t, "lset-0002", func(s *testenv.Stack, id, key string) {
+		require.NoError(t, temporalClient(t).SignalWorkflow(context.Background(), id, "", workflows.LookupHintSignal,
+			workflows.LookupHint{TransactionKey: key, Status: gateway.StatusSuccess}))
+	})
+}
+
+// cancelDuringLocalSettle resolves a PENDING order's charge SUCCESS at the
+// gateway, lets answer deliver it while the test holds the order's row, and
+// cancels the workflow while its Settle waits for the row.
+func cancelDuringLocalSettle(t *testing.T, orderID string, answer func(s *testenv.Stack, workflowID, key string)) {
+	s, o := pendingOrder(t, orderID)
+	ctx := context.Background()
+	key := o.TransactionKey
+	require.Equal(t, http.StatusOK, testenv.Admin(t, s.Sim, http.MethodPost, "/admin/transactions/"+key+"/resolve",
+		map[string]any{"status": gateway.StatusSuccess, "callback": false}, nil))
+
+	lock, err := s.Store.Pool().Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = lock.Rollback(ctx) }()
+	_, err = lock.Exec(ctx, `SELECT * FROM orders WHERE order_id = $1 FOR UPDATE`, orderID)
+	require.NoError(t, err)
+
+	tc := temporalClient(t)
+	id := workflows.PaymentWorkflowID(orderID)
+	answer(s, id, key)
+	testenv.WaitLockWaiters(t, s.Store.Pool(), 1, "", "Settle blocked on the order row")
+	// Once CancelWorkflow returns, the server holds the request (buffered
+	// while the task runs: it is not in the history yet). The row is released
+	// within the task's first 8 s: the SDK heartbeats a task whose local
+	// activities run longer, which would hand the workflow the cancel while
+	// Settle is still running.
+	require.NoError(t, tc.CancelWorkflow(ctx, id, ""))
+	require.NoError(t, lock.Rollback(ctx))
+
+	waitCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	runErr := tc.GetWorkflow(ctx, id, "").Get(waitCtx, nil)
+	t.Logf("workflow ended: %v", runErr)
+
+	got, err := s.Store.GetOrder(ctx, orderID)
+	require.NoError(t, err)
+	gw := s.Sim.Stats().Orders[orderID]
+	st := stock(t, s)
+	t.Logf("order %s payment %s reservation %s; gateway %+v; stock %+v", got.Status, got.PaymentStatus, got.Reservation, gw, st)
+	switch got.Status {
+	case status.OrderConfirmed:
+		assert.Equal(t, 1, gw.Successful, "a CONFIRMED order's charge stands at the gateway")
+		assert.Zero(t, gw.Refunded, "a CONFIRMED order's charge was refunded: goods sold, money returned")
+		assert.Equal(t, store.Stock{ProductID: "P1", Total: 5, Available: 3, Sold: 2}, st)
+	case status.OrderCancelled:
+		assert.Zero(t, gw.Successful, "a CANCELLED order keeps no charge")
+		assert.Equal(t, store.Stock{ProductID: "P1", Total: 5, Available: 5}, st)
+	default:
+		t.Errorf("order left %s", got.Status)
+	}
+	assert.NoError(t, nonFailure(runErr), "the workflow must not fail with the order's money and stock apart")
+}
+
+// nonFailure is the workflow's error unless it is an operator's cancel,
+// which is an ending like any other.
+func nonFailure(err error) error {
+	if temporal.IsCanceledError(err) {
+		return nil
+	}
+	return err
+}
