@@ -8,12 +8,15 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/payguard/payguard/gateway"
 	"github.com/payguard/payguard/internal/testenv"
+	"github.com/payguard/payguard/pgsim/simulator"
 	"github.com/payguard/payguard/status"
 	"github.com/payguard/payguard/store"
+	"github.com/payguard/payguard/worker/service"
 	"github.com/payguard/payguard/workflows"
 )
 
@@ -49,6 +52,40 @@ func TestOperatorCancelDuringLocalSettleOfALookupKeepsMoneyAndStockTogether(t *t
 	})
 }
 
+// The same when the callback reaches the workflow while the create is
+// still waiting for the gateway's answer (the gateway calls back before it
+// answers): the task that delivers the create's answer settles the waiting
+// callback, and on its second run the cancel arrives with the create's
+// answer. The test holds the order's reservation row, which only Settle
+// writes after Reserve.
+func TestOperatorCancelDuringLocalSettleOfAnEarlyCallbackKeepsMoneyAndStockTogether(t *testing.T) {
+	t.Parallel()
+	f := processing(100 * time.Millisecond)
+	f.Latency = simulator.Range{Min: simulator.Duration(3 * time.Second), Max: simulator.Duration(3 * time.Second)}
+	s := testenv.NewStack(t, f, func(c *service.Config) {
+		c.ReadTimeout, c.PollInitial, c.PollMax = 10*time.Second, time.Minute, time.Minute
+	})
+	setStock(t, s, 5)
+	ctx := context.Background()
+	placeOrder(t, s, "lset-0003")
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		o, err := s.Store.GetOrder(ctx, "lset-0003")
+		return err == nil && o.Reservation == store.ReservationHeld
+	}, "stock reserved")
+	lock, err := s.Store.Pool().Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = lock.Rollback(ctx) }()
+	_, err = lock.Exec(ctx, `SELECT * FROM reservations WHERE order_id = 'lset-0003' FOR UPDATE`)
+	require.NoError(t, err)
+
+	testenv.WaitLockWaiters(t, s.Store.Pool(), 1, "", "Settle blocked on the reservation row")
+	tc := temporalClient(t)
+	id := workflows.PaymentWorkflowID("lset-0003")
+	require.NoError(t, tc.CancelWorkflow(ctx, id, ""))
+	require.NoError(t, lock.Rollback(ctx))
+	checkMoneyAndStock(t, s, tc, "lset-0003")
+}
+
 // cancelDuringLocalSettle resolves a PENDING order's charge SUCCESS at the
 // gateway, lets answer deliver it while the test holds the order's row, and
 // cancels the workflow while its Settle waits for the row.
@@ -77,9 +114,17 @@ func cancelDuringLocalSettle(t *testing.T, orderID string, answer func(s *testen
 	require.NoError(t, tc.CancelWorkflow(ctx, id, ""))
 	require.NoError(t, lock.Rollback(ctx))
 
+	checkMoneyAndStock(t, s, tc, orderID)
+}
+
+// checkMoneyAndStock waits for the order's workflow to end and holds the
+// order, the gateway and the stock to one story: CONFIRMED with its charge
+// standing, or CANCELLED with no charge and the stock back.
+func checkMoneyAndStock(t *testing.T, s *testenv.Stack, tc client.Client, orderID string) {
+	ctx := context.Background()
 	waitCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	runErr := tc.GetWorkflow(ctx, id, "").Get(waitCtx, nil)
+	runErr := tc.GetWorkflow(ctx, workflows.PaymentWorkflowID(orderID), "").Get(waitCtx, nil)
 	t.Logf("workflow ended: %v", runErr)
 
 	got, err := s.Store.GetOrder(ctx, orderID)
