@@ -50,7 +50,9 @@ func (p *payment) poll(ctx workflow.Context, byOrder bool) {
 	now := workflow.Now(ctx)
 	p.retryAfter = 0
 	switch {
-	case ctx.Err() != nil:
+	case ctx.Err() != nil && (p.v < localSteps || err != nil):
+		// From localSteps on, a result that came back is read under a cancel
+		// too (cancelTakes).
 		return
 	case err == nil:
 		p.state.LastLookup = &Lookup{At: now, Result: lookupNotFound}

@@ -200,7 +200,12 @@ func (p *payment) run(ctx workflow.Context) (State, error) {
 
 	p.setStatus(ctx, status.OrderRequesting, status.PaymentRequested)
 	sent, err := p.send(ctx, p.tuning.RequestAttempts, "")
-	if ctx.Err() != nil && !(p.v >= moneySafe && sent == sendRejected && err == nil) {
+	// From localSteps on, a create the gateway answered goes on to await
+	// under a cancel too: an answer delivered with the create's (a callback)
+	// is settled there rather than compensated (cancelTakes).
+	answered := p.v >= moneySafe && sent == sendRejected && err == nil ||
+		p.v >= localSteps && err == nil && (sent == sendAccepted || sent == sendUnknown)
+	if ctx.Err() != nil && !answered {
 		return p.cancelled(ctx)
 	}
 	if err != nil {
@@ -222,6 +227,19 @@ func (p *payment) run(ctx workflow.Context) (State, error) {
 		return p.deadlinePassed(ctx, p.settle)
 	}
 	return p.settle(ctx, *p.outcome, "definitive answer")
+}
+
+// cancelTakes: an operator's cancel ends the wait; from localSteps on, not
+// once an answer is in hand. A local Settle commits inside the task that
+// received the answer, before that task completes; a task that does not
+// complete (the server will not close a workflow while a cancel request
+// waits; a worker dies) runs again from its history, where the cancel may
+// now come with the answer, and must decide as the first run did: settle,
+// never compensate (that would refund a charge already CONFIRMED, then fail
+// on CONFIRMED -> CANCELLED). So, too, poll reads a result that comes back
+// with a cancel, and run goes on to await after a create the gateway answered.
+func (p *payment) cancelTakes(ctx workflow.Context) bool {
+	return ctx.Err() != nil && (p.v < localSteps || p.outcome == nil)
 }
 
 type awaitEnd int
@@ -253,7 +271,7 @@ func (p *payment) await(ctx workflow.Context) awaitEnd {
 		sel.AddFuture(deadline, func(workflow.Future) { deadlineDue = true })
 		sel.Select(ctx)
 		switch {
-		case ctx.Err() != nil:
+		case p.cancelTakes(ctx):
 			return endCancelled
 		case p.outcome != nil:
 		case deadlineDue:
@@ -266,10 +284,10 @@ func (p *payment) await(ctx workflow.Context) awaitEnd {
 		case pollDue:
 			p.hintLooked = false
 			p.poll(ctx, false)
-			if p.outcome == nil && p.resendDue(ctx) {
+			if p.outcome == nil && !(p.v >= localSteps && ctx.Err() != nil) && p.resendDue(ctx) {
 				p.resend(ctx)
 			}
-			if ctx.Err() != nil {
+			if p.cancelTakes(ctx) {
 				return endCancelled
 			}
 			delay = min(delay*2, p.tuning.PollMax)

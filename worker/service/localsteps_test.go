@@ -1,0 +1,191 @@
+package service_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/payguard/payguard/gateway"
+	"github.com/payguard/payguard/internal/testenv"
+	"github.com/payguard/payguard/pgsim/simulator"
+	"github.com/payguard/payguard/status"
+	"github.com/payguard/payguard/store"
+	"github.com/payguard/payguard/worker/service"
+	"github.com/payguard/payguard/workflows"
+)
+
+// Reviews of the local database steps (money-safety version 2) on the real
+// stack: a local activity's effect is committed before the workflow task
+// that ran it is; a task that does not complete is run again from its
+// history, and what it decides then must agree with what was committed.
+
+// An operator's cancel arrives while the workflow task that settles a
+// SUCCESS callback is running its local Settle (blocked on the order's row,
+// which the test holds). The Settle commits CONFIRMED; the task then tries
+// to complete the workflow, which the server refuses while a cancel request
+// waits, so the task is run again from its history, where the callback and
+// the cancel now arrive together. Whatever the workflow then does, money and
+// stock must agree: CONFIRMED with the charge standing, or CANCELLED with
+// the charge refunded and the stock released.
+func TestOperatorCancelDuringLocalSettleKeepsMoneyAndStockTogether(t *testing.T) {
+	t.Parallel()
+	cancelDuringLocalSettle(t, "lset-0001", func(s *testenv.Stack, id, key string) {
+		code, _ := postCallback(t, s, callbackBody("lset-0001", key, gateway.StatusSuccess, 5000), testenv.Secret, time.Now())
+		require.Equal(t, http.StatusOK, code)
+	})
+}
+
+// The same when the SUCCESS comes from a status lookup (here one a lookup
+// hint asked for): the task that runs Settle is the one that delivers the
+// lookup's result, and on its second run the cancel arrives with it.
+func TestOperatorCancelDuringLocalSettleOfALookupKeepsMoneyAndStockTogether(t *testing.T) {
+	t.Parallel()
+	cancelDuringLocalSettle(t, "lset-0002", func(s *testenv.Stack, id, key string) {
+		require.NoError(t, temporalClient(t).SignalWorkflow(context.Background(), id, "", workflows.LookupHintSignal,
+			workflows.LookupHint{TransactionKey: key, Status: gateway.StatusSuccess}))
+	})
+}
+
+// The same when the callback reaches the workflow while the create is
+// still waiting for the gateway's answer (the gateway calls back before it
+// answers): the task that delivers the create's answer settles the waiting
+// callback, and on its second run the cancel arrives with the create's
+// answer. The test holds the order's reservation row, which only Settle
+// writes after Reserve.
+func TestOperatorCancelDuringLocalSettleOfAnEarlyCallbackKeepsMoneyAndStockTogether(t *testing.T) {
+	t.Parallel()
+	f := processing(100 * time.Millisecond)
+	f.Latency = simulator.Range{Min: simulator.Duration(3 * time.Second), Max: simulator.Duration(3 * time.Second)}
+	s := testenv.NewStack(t, f, func(c *service.Config) {
+		c.ReadTimeout, c.PollInitial, c.PollMax = 10*time.Second, time.Minute, time.Minute
+	})
+	setStock(t, s, 5)
+	ctx := context.Background()
+	placeOrder(t, s, "lset-0003")
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		o, err := s.Store.GetOrder(ctx, "lset-0003")
+		return err == nil && o.Reservation == store.ReservationHeld
+	}, "stock reserved")
+	lock, err := s.Store.Pool().Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = lock.Rollback(ctx) }()
+	_, err = lock.Exec(ctx, `SELECT * FROM reservations WHERE order_id = 'lset-0003' FOR UPDATE`)
+	require.NoError(t, err)
+
+	testenv.WaitLockWaiters(t, s.Store.Pool(), 1, "", "Settle blocked on the reservation row")
+	tc := temporalClient(t)
+	id := workflows.PaymentWorkflowID("lset-0003")
+	require.NoError(t, tc.CancelWorkflow(ctx, id, ""))
+	require.NoError(t, lock.Rollback(ctx))
+	checkMoneyAndStock(t, s, tc, "lset-0003")
+}
+
+// cancelDuringLocalSettle resolves a PENDING order's charge SUCCESS at the
+// gateway, lets answer deliver it while the test holds the order's row, and
+// cancels the workflow while its Settle waits for the row.
+func cancelDuringLocalSettle(t *testing.T, orderID string, answer func(s *testenv.Stack, workflowID, key string)) {
+	s, o := pendingOrder(t, orderID)
+	ctx := context.Background()
+	key := o.TransactionKey
+	require.Equal(t, http.StatusOK, testenv.Admin(t, s.Sim, http.MethodPost, "/admin/transactions/"+key+"/resolve",
+		map[string]any{"status": gateway.StatusSuccess, "callback": false}, nil))
+
+	lock, err := s.Store.Pool().Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = lock.Rollback(ctx) }()
+	_, err = lock.Exec(ctx, `SELECT * FROM orders WHERE order_id = $1 FOR UPDATE`, orderID)
+	require.NoError(t, err)
+
+	tc := temporalClient(t)
+	id := workflows.PaymentWorkflowID(orderID)
+	answer(s, id, key)
+	testenv.WaitLockWaiters(t, s.Store.Pool(), 1, "", "Settle blocked on the order row")
+	// Once CancelWorkflow returns, the server holds the request (buffered
+	// while the task runs: it is not in the history yet). The row is released
+	// within the task's first 8 s: the SDK heartbeats a task whose local
+	// activities run longer, which would hand the workflow the cancel while
+	// Settle is still running.
+	require.NoError(t, tc.CancelWorkflow(ctx, id, ""))
+	require.NoError(t, lock.Rollback(ctx))
+
+	checkMoneyAndStock(t, s, tc, orderID)
+}
+
+// checkMoneyAndStock waits for the order's workflow to end and holds the
+// order, the gateway and the stock to one story: CONFIRMED with its charge
+// standing, or CANCELLED with no charge and the stock back.
+func checkMoneyAndStock(t *testing.T, s *testenv.Stack, tc client.Client, orderID string) {
+	ctx := context.Background()
+	waitCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	runErr := tc.GetWorkflow(ctx, workflows.PaymentWorkflowID(orderID), "").Get(waitCtx, nil)
+	t.Logf("workflow ended: %v", runErr)
+
+	got, err := s.Store.GetOrder(ctx, orderID)
+	require.NoError(t, err)
+	gw := s.Sim.Stats().Orders[orderID]
+	st := stock(t, s)
+	t.Logf("order %s payment %s reservation %s; gateway %+v; stock %+v", got.Status, got.PaymentStatus, got.Reservation, gw, st)
+	switch got.Status {
+	case status.OrderConfirmed:
+		assert.Equal(t, 1, gw.Successful, "a CONFIRMED order's charge stands at the gateway")
+		assert.Zero(t, gw.Refunded, "a CONFIRMED order's charge was refunded: goods sold, money returned")
+		assert.Equal(t, store.Stock{ProductID: "P1", Total: 5, Available: 3, Sold: 2}, st)
+	case status.OrderCancelled:
+		assert.Zero(t, gw.Successful, "a CANCELLED order keeps no charge")
+		assert.Equal(t, store.Stock{ProductID: "P1", Total: 5, Available: 5}, st)
+	default:
+		t.Errorf("order left %s", got.Status)
+	}
+	assert.NoError(t, nonFailure(runErr), "the workflow must not fail with the order's money and stock apart")
+}
+
+// nonFailure is the workflow's error unless it is an operator's cancel,
+// which is an ending like any other.
+func nonFailure(err error) error {
+	if temporal.IsCanceledError(err) {
+		return nil
+	}
+	return err
+}
+
+// The database refuses the local Settle's write for longer than a local
+// activity retries inside one workflow task (its backoff passes the 10 s
+// task timeout after 15.5 s; the SDK then waits on a server timer between
+// tries): the workflow waits it out and confirms.
+func TestDatabaseFailingDuringALocalSettleIsWaitedOut(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStack(t, processing(100*time.Millisecond), nil)
+	setStock(t, s, 5)
+	// Six refusals: tries after 0.5, 1, 2, 4 and 8 s inside the task, then a
+	// 16 s timer; the seventh try, about 32 s on, succeeds.
+	testenv.FailFirst(t, s.Store.Pool(), 6, "UPDATE", "reservations", "")
+	placeOrder(t, s, "lout-0001")
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	tc := temporalClient(t)
+	id := workflows.PaymentWorkflowID("lout-0001")
+	var st workflows.State
+	require.NoError(t, tc.GetWorkflow(ctx, id, "").Get(ctx, &st))
+	assert.Equal(t, status.OrderConfirmed, st.Status)
+	o, err := s.Store.GetOrder(ctx, "lout-0001")
+	require.NoError(t, err)
+	assert.Equal(t, status.OrderConfirmed, o.Status)
+	assert.Equal(t, store.Stock{ProductID: "P1", Total: 5, Available: 3, Sold: 2}, stock(t, s))
+	assert.Equal(t, 1, s.Sim.Stats().Orders["lout-0001"].Successful)
+	events := 0
+	for iter := tc.GetWorkflowHistory(ctx, id, "", false, 0); iter.HasNext(); events++ {
+		_, err := iter.Next()
+		require.NoError(t, err)
+	}
+	// Each try on a timer costs the history six events (marker, timer
+	// started and fired, a workflow task), where a regular activity's
+	// retries cost none: about 17,000 a day of outage at the 30 s interval.
+	t.Logf("history: %d events", events)
+}
