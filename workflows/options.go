@@ -1,6 +1,8 @@
 package workflows
 
 import (
+	"errors"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -15,6 +17,10 @@ import (
 // options are not part of a command's identity on replay: a change here
 // changes how later attempts retry, never which commands a history holds.
 
+// databaseRefusals are the store's declared refusals: a database step
+// that ends with one is answered, not retried.
+var databaseRefusals = []string{activities.ErrOutOfStock, activities.ErrUnknownProduct, activities.ErrIllegalTransition, activities.ErrInvalidOrder}
+
 // databaseOptions are those of a database activity (Reserve, Settle,
 // RecordEvent): retried on anything but the store's declared refusals, since
 // a database that is away comes back.
@@ -22,22 +28,46 @@ func databaseOptions(summary string) workflow.ActivityOptions {
 	return workflow.ActivityOptions{
 		StartToCloseTimeout: 15 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 500 * time.Millisecond, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second,
-			NonRetryableErrorTypes: []string{activities.ErrOutOfStock, activities.ErrUnknownProduct, activities.ErrIllegalTransition, activities.ErrInvalidOrder}},
+			NonRetryableErrorTypes: databaseRefusals},
 		Summary: summary,
 	}
 }
 
-// localRetryWindow is how long a local database step keeps retrying. A
-// local activity's retries end at its schedule-to-close timeout, which
-// would default to the 15 s of one try (a PostgreSQL restart outlasts it),
-// where a regular activity's go on without end; a year stands in for that.
-const localRetryWindow = 365 * 24 * time.Hour
+// A local database step (dbStep) gets localTries tries in the worker, the
+// waits between them (0.5, 1, 2 and 4 s) all shorter than a workflow task's
+// 10 s timeout, so the SDK retries it in process. A longer wait it would
+// put on a server timer, costing the history six events per try — some 17 000
+// a day of database outage, towards Temporal's limit on a history — so a step
+// still failing after them goes on as a regular activity, whose retries cost
+// the history nothing.
+const (
+	localTries = 5
+	// localWindow bounds the local tries: five of at most 15 s each and
+	// the 7.5 s between them.
+	localWindow = 90 * time.Second
+)
 
-// localDatabaseOptions are databaseOptions for a local activity (dbStep).
+// localDatabaseOptions are databaseOptions for a local step's tries.
 func localDatabaseOptions(summary string) workflow.LocalActivityOptions {
 	o := databaseOptions(summary)
-	return workflow.LocalActivityOptions{ScheduleToCloseTimeout: localRetryWindow, StartToCloseTimeout: o.StartToCloseTimeout,
-		RetryPolicy: o.RetryPolicy, Summary: o.Summary}
+	retry := *o.RetryPolicy
+	retry.MaximumAttempts = localTries
+	return workflow.LocalActivityOptions{ScheduleToCloseTimeout: localWindow, StartToCloseTimeout: o.StartToCloseTimeout,
+		RetryPolicy: &retry, Summary: o.Summary}
+}
+
+// outOfLocalTries: a local step ended with an error its regular options
+// would retry (not a refusal, not a cancel).
+func outOfLocalTries(err error) bool {
+	var canceled *temporal.CanceledError
+	var appErr *temporal.ApplicationError
+	switch {
+	case err == nil, errors.As(err, &canceled):
+		return false
+	case errors.As(err, &appErr):
+		return !appErr.NonRetryable() && !slices.Contains(databaseRefusals, appErr.Type())
+	}
+	return true
 }
 
 // cancelOptions are those of a cancel at the gateway: retried without end

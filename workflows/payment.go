@@ -368,14 +368,27 @@ func (p *payment) setStatus(ctx workflow.Context, order status.Order, pay status
 // CancelOrder, RecordEvent). From localSteps on it is a local activity, run
 // by the worker inside the workflow task that asks for it: a regular one
 // costs two more task hops through the server and a workflow task of its
-// own (docs/design.md §11). Each is one short transaction, idempotent, so a
+// own (docs/design.md §2). Each is one short transaction, idempotent, so a
 // retry repeats it harmlessly, and a worker lost mid-task runs it again on
-// replay; their retries are the regular ones' (databaseOptions).
+// replay. After localTries it goes on as a regular activity (options.go).
 func (p *payment) dbStep(ctx workflow.Context, summary string, activity, in any) workflow.Future {
-	if p.v < localSteps {
+	regular := func() workflow.Future {
 		return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, databaseOptions(summary)), activity, in)
 	}
-	return workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, localDatabaseOptions(summary)), activity, in)
+	if p.v < localSteps {
+		return regular()
+	}
+	local := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, localDatabaseOptions(summary)), activity, in)
+	done, settable := workflow.NewFuture(ctx)
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		if err := local.Get(gctx, nil); outOfLocalTries(err) {
+			p.log.Warn("database step still failing after its local tries; going on as a regular activity", "step", summary, "error", err)
+			settable.Chain(regular())
+			return
+		}
+		settable.Chain(local)
+	})
+	return done
 }
 
 func (p *payment) settleStep(ctx workflow.Context, in activities.SettleInput) error {
