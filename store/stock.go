@@ -19,6 +19,18 @@ type Stock struct {
 	Sold      int64  `json:"sold"`
 }
 
+// SetStocks sets each product's total stock to total (SetStock), stopping
+// at the first it cannot set: the stocking step of a load, chaos, demo or
+// bench run.
+func (s *Store) SetStocks(ctx context.Context, productIDs []string, total int64) error {
+	for _, p := range productIDs {
+		if _, err := s.SetStock(ctx, p, total); err != nil {
+			return fmt.Errorf("set stock of %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
 // SetStock sets a product's total stock, creating the product when it is
 // new. Reserved and sold units are kept; the rest becomes available, so a
 // total below reserved+sold is refused with ErrStockInUse.

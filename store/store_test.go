@@ -84,6 +84,27 @@ func TestSetStock(t *testing.T) {
 	require.ErrorIs(t, err, store.ErrUnknownProduct)
 }
 
+// SetStocks stocks each product, and stops at the first it cannot set,
+// naming it.
+func TestSetStocks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := testenv.Store(t)
+	require.NoError(t, s.SetStocks(ctx, []string{"A1", "A2"}, 7))
+	for _, p := range []string{"A1", "A2"} {
+		st, err := s.GetStock(ctx, p)
+		require.NoError(t, err)
+		assert.Equal(t, store.Stock{ProductID: p, Total: 7, Available: 7}, st)
+	}
+	err := s.SetStocks(ctx, []string{"A3", "", "A4"}, 1)
+	require.ErrorIs(t, err, store.ErrInvalid)
+	assert.ErrorContains(t, err, `set stock of :`)
+	_, err = s.GetStock(ctx, "A3")
+	require.NoError(t, err, "the products before the bad one are stocked")
+	_, err = s.GetStock(ctx, "A4")
+	require.ErrorIs(t, err, store.ErrUnknownProduct, "none after it")
+}
+
 func TestReserveIsIdempotentAndRejectsShortStock(t *testing.T) {
 	t.Parallel()
 	s, ctx := stocked(t, 5)

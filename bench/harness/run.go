@@ -156,13 +156,11 @@ func run(ctx context.Context, o Options, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	for _, p := range products {
-		if _, err := store.SetStock(ctx, p, 100_000_000); err != nil {
-			store.Close()
-			return err
-		}
-	}
+	err = store.SetStocks(ctx, products, 100_000_000)
 	store.Close()
+	if err != nil {
+		return err
+	}
 	w := st.Workers[0]
 	cpu := cpuMeter{server: st.Temporal.CPUTime, worker: w.CPUTime}
 

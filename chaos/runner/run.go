@@ -122,10 +122,8 @@ func Run(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer db.Close()
-	for _, p := range products {
-		if _, err := db.SetStock(ctx, p, 1_000_000); err != nil {
-			return err
-		}
+	if err := db.SetStocks(ctx, products, 1_000_000); err != nil {
+		return err
 	}
 	base, err := getFaults(ctx, st.Pgsim.AdminURL)
 	if err != nil {

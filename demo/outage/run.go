@@ -153,13 +153,11 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	for _, p := range products {
-		if _, err := st.SetStock(ctx, p, 100_000); err != nil {
-			st.Close()
-			return err
-		}
-	}
+	err = st.SetStocks(ctx, products, 100_000)
 	st.Close()
+	if err != nil {
+		return err
+	}
 
 	say("Stack is up. Temporal UI: http://%s  (filter: OrderStatus=\"CANCELLED\")", uiAddr)
 	say("Outage scenario: %.0f orders/s for %s; gateway down at T+%s, back at T+%s.", o.Rate, o.Duration, o.DownAt, o.UpAt)

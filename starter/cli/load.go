@@ -41,13 +41,11 @@ func runLoad(ctx context.Context, args []string, env Env) error {
 		if err != nil {
 			return err
 		}
-		for _, p := range cfg.Products {
-			if _, err := st.SetStock(ctx, p, *stock); err != nil {
-				st.Close()
-				return fmt.Errorf("load: set stock of %s: %v", p, err)
-			}
-		}
+		err = st.SetStocks(ctx, cfg.Products, *stock)
 		st.Close()
+		if err != nil {
+			return fmt.Errorf("load: %v", err)
+		}
 	}
 	cl, err := c.dialTemporal(ctx)
 	if err != nil {
