@@ -58,6 +58,16 @@ type Common struct {
 	getenv func(string) string
 }
 
+// ReconcileScheduleID is the id of the sweep's Temporal Schedule: the
+// worker's task queue's own, so that fleets on other task queues of one
+// namespace (the tests' stacks) each sweep their own database.
+func ReconcileScheduleID(taskQueue string) string {
+	if taskQueue == DefaultTaskQueue {
+		return "payguard-reconcile"
+	}
+	return "payguard-reconcile-" + taskQueue
+}
+
 // Env returns getenv(key), or fallback when it is empty.
 func Env(getenv func(string) string, key, fallback string) string {
 	if v := getenv(key); v != "" {

@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/payguard/payguard/activities"
+	"github.com/payguard/payguard/config"
 	"github.com/payguard/payguard/gateway"
 	"github.com/payguard/payguard/internal/testenv"
 	"github.com/payguard/payguard/status"
@@ -332,7 +333,7 @@ func TestReconcileOpenBreakerSkipsBatch(t *testing.T) {
 func TestReconcileSchedule(t *testing.T) {
 	s := testenv.NewStack(t, testenv.QuietFaults(), func(c *service.Config) { c.ReconcileInterval = time.Hour })
 	ctx := context.Background()
-	id := workflows.ReconcileScheduleID(s.TaskQueue)
+	id := config.ReconcileScheduleID(s.TaskQueue)
 	handle := testenv.Temporal(t).ScheduleClient().GetHandle(ctx, id)
 	t.Cleanup(func() { _ = handle.Delete(context.Background()) })
 	d, err := handle.Describe(ctx)

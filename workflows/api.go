@@ -5,7 +5,6 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/payguard/payguard/config"
 	"github.com/payguard/payguard/gateway"
 	"github.com/payguard/payguard/status"
 )
@@ -41,16 +40,6 @@ var (
 // PaymentWorkflowID is the id of an order's workflow: one order, one id, so a
 // second start of the same order can never start a second payment.
 func PaymentWorkflowID(orderID string) string { return "order-" + orderID }
-
-// ReconcileScheduleID is the id of the sweep's Temporal Schedule: the
-// worker's task queue's own, so that fleets on other task queues of one
-// namespace (the tests' stacks) each sweep their own database.
-func ReconcileScheduleID(taskQueue string) string {
-	if taskQueue == config.DefaultTaskQueue {
-		return "payguard-reconcile"
-	}
-	return "payguard-reconcile-" + taskQueue
-}
 
 // The sweep's defaults (docs/design.md §6, §10): the worker's flags and the
 // starter read them here.

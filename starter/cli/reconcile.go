@@ -9,6 +9,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/payguard/payguard/config"
 	"github.com/payguard/payguard/loadgen"
 	"github.com/payguard/payguard/workflows"
 )
@@ -35,7 +36,7 @@ func runReconcile(ctx context.Context, args []string, env Env) error {
 	if *dryRun {
 		kind = "dry-run"
 	}
-	id := fmt.Sprintf("%s-%s-%d", workflows.ReconcileScheduleID(c.common.TaskQueue), kind, time.Now().UnixNano())
+	id := fmt.Sprintf("%s-%s-%d", config.ReconcileScheduleID(c.common.TaskQueue), kind, time.Now().UnixNano())
 	run, err := cl.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: c.common.TaskQueue,
 		StaticSummary: fmt.Sprintf("Reconciliation sweep (%s) over the last %s, from the starter", kind, *since)},
 		workflows.ReconcileWorkflowName, workflows.ReconcileInput{Window: *since, DryRun: *dryRun})

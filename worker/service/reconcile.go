@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/payguard/payguard/activities"
+	"github.com/payguard/payguard/config"
 	"github.com/payguard/payguard/worker/metrics"
 	"github.com/payguard/payguard/workflows"
 )
@@ -25,7 +26,7 @@ import (
 // this worker's settings (the last worker started wins, as with any flag).
 // With --reconcile-interval 0 an existing schedule is paused, none created.
 func EnsureSchedule(ctx context.Context, c client.Client, cfg Config) error {
-	id := workflows.ReconcileScheduleID(cfg.TaskQueue)
+	id := config.ReconcileScheduleID(cfg.TaskQueue)
 	handle := c.ScheduleClient().GetHandle(ctx, id)
 	if cfg.ReconcileInterval == 0 {
 		err := handle.Pause(ctx, client.SchedulePauseOptions{Note: "paused by a worker started with --reconcile-interval 0"})
