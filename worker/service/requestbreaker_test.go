@@ -149,7 +149,9 @@ func TestThreeWorkersBoundTheRequestBreakersTrials(t *testing.T) {
 	}
 	// The gateway still failing, a half-open period's trial fails and opens
 	// the breaker again; then it heals, and the next period's trials close it.
-	testenv.Eventually(t, 30*time.Second, func() bool { return watch.periods() >= 1 }, "a failed half-open trial")
+	// Healed only once a trial's 5xx has come back through the watch: a
+	// trial still on its way to pgsim when the fault is lifted would succeed.
+	testenv.Eventually(t, 30*time.Second, func() bool { return watch.failedTrials() >= 1 }, "a failed half-open trial")
 	testenv.PatchFaults(t, sim, map[string]any{"create": map[string]any{"errorRate": 0}})
 	for _, id := range orders {
 		testenv.Eventually(t, time.Minute, func() bool {
@@ -187,6 +189,7 @@ type createWatch struct {
 	whileOpen int            // creates while the state was OPEN, not yet expired
 	trials    map[uint64]int // half-open creates by the generation of the OPEN state they follow
 	unread    int            // creates whose state could not be read
+	failed    int            // half-open creates the gateway answered 5xx
 }
 
 func (w *createWatch) setStore(st *store.Store) {
@@ -195,25 +198,46 @@ func (w *createWatch) setStore(st *store.Store) {
 	w.st = st
 }
 
-func (w *createWatch) periods() int {
+func (w *createWatch) failedTrials() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return len(w.trials)
+	return w.failed
 }
 
 func (w *createWatch) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
-	if r.Method == http.MethodPost && r.URL.Path == "/api/v1/payments" {
-		w.file()
+	if r.Method != http.MethodPost || r.URL.Path != "/api/v1/payments" {
+		w.proxy.ServeHTTP(rw, r)
+		return
 	}
-	w.proxy.ServeHTTP(rw, r)
+	trial := w.file()
+	rec := &statusRecorder{ResponseWriter: rw, code: http.StatusOK}
+	w.proxy.ServeHTTP(rec, r)
+	if trial && rec.code >= 500 {
+		w.mu.Lock()
+		w.failed++
+		w.mu.Unlock()
+	}
 }
 
-func (w *createWatch) file() {
+// statusRecorder keeps the status a response was written with.
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	s.code = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+// file files a create by the fleet state it arrived under, and says
+// whether it was a half-open trial.
+func (w *createWatch) file() (trial bool) {
 	w.mu.Lock()
 	st := w.st
 	w.mu.Unlock()
 	if st == nil {
-		return
+		return false
 	}
 	data, err := st.ReadBreakerState("gobreaker:state:" + activities.CreateBreakerName)
 	var sh gobreaker.SharedState
@@ -229,7 +253,10 @@ func (w *createWatch) file() {
 		w.whileOpen++
 	case sh.State == gobreaker.StateOpen:
 		w.trials[sh.Generation]++
+		return true
 	case sh.State == gobreaker.StateHalfOpen:
 		w.trials[sh.Generation-1]++
+		return true
 	}
+	return false
 }
