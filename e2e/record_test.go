@@ -161,6 +161,14 @@ func TestRecordReplayHistories(t *testing.T) {
 			_, err = starter(ctx, s, "cancel", id, "--wait=false")
 			require.NoError(t, err)
 		}, status.OrderCancelled},
+		// The database refuses the Settle's write past its five local tries:
+		// it goes on as a regular activity (money-safety version 2).
+		{"settle_outlasts_local_tries", func(id string) {
+			placeOrder(t, s, id, "P1", 1)
+			waitOrder(t, s, id, status.OrderPending, 30*time.Second)
+			testenv.FailFirst(t, s.Store.Pool(), 6, "UPDATE", "reservations", "")
+			resolve(id, "SUCCESS", true)
+		}, status.OrderConfirmed},
 		// An unsigned callback's hint (the worker's --callback-auth lookup
 		// sends this signal): the charge succeeded without a callback, and
 		// the hint's lookup, not the next poll, confirms it.
