@@ -9,11 +9,12 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestCapacityKnobsDefaultToTheLibrariesAndSizeThePool(t *testing.T) {
+func TestCapacityKnobsDefaultsAndThePoolSize(t *testing.T) {
 	getenv := func(string) string { return "" }
 	c, err := ParseFlags(nil, getenv, io.Discard)
 	require.NoError(t, err)
-	assert.Zero(t, c.DBMaxConns+c.StickyCacheSize+c.TaskPollers)
+	assert.Zero(t, c.DBMaxConns+c.TaskPollers)
+	assert.Equal(t, DefaultStickyCacheSize, c.StickyCacheSize, "the sticky cache is payguard's own size, not the SDK's 10 000")
 	assert.False(t, c.Pprof)
 	assert.Equal(t, c.DatabaseURL, c.databaseURL(), "no pool size: the URL as given")
 
