@@ -24,16 +24,8 @@ import (
 // reach the threshold runs under the shared lease (one at a time across
 // the fleet), the ones before it freely.
 func TestFleetTripsOnConsecutiveConnectFailuresAfterAHealthyWindow(t *testing.T) {
-	url := testenv.NewDatabase(t)
-	admin := openStore(t, url)
-	require.NoError(t, admin.Migrate(context.Background()))
-	sim := testenv.Pgsim(t, testenv.QuietFaults())
-	client, err := gateway.New(gateway.Config{BaseURL: sim.GatewayURL(), ConnectTimeout: 300 * time.Millisecond, ReadTimeout: 300 * time.Millisecond})
-	require.NoError(t, err)
-	t.Cleanup(client.Close)
-	created, err := client.CreatePayment(context.Background(), gateway.CreateRequest{OrderID: "order-1", Amount: 5000,
-		CardType: "SAMSUNG", CardNo: "1234-5678-9814-1451", CallbackURL: "http://127.0.0.1:1/cb"}, "", "")
-	require.NoError(t, err)
+	url, admin := migrated(t)
+	sim, client, created := gatewayWithPayment(t)
 
 	rules := settings
 	rules.ConsecutiveFailures, rules.OpenFor = 3, 5*time.Second
@@ -50,7 +42,7 @@ func TestFleetTripsOnConsecutiveConnectFailuresAfterAHealthyWindow(t *testing.T)
 		var held bool
 		require.NoError(t, admin.Pool().QueryRow(context.Background(),
 			`SELECT EXISTS (SELECT 1 FROM breaker_leases WHERE key = $1 AND expires_at > now())`,
-			"gobreaker:mutex:"+activities.LookupBreakerName).Scan(&held))
+			mutexKey).Scan(&held))
 		guarded = append(guarded, held)
 		_, err := client.Payment(context.Background(), created.TransactionKey)
 		return err

@@ -20,6 +20,7 @@ import (
 	"github.com/payguard/payguard/breaker"
 	"github.com/payguard/payguard/gateway"
 	"github.com/payguard/payguard/internal/testenv"
+	"github.com/payguard/payguard/pgsim/simulator"
 	"github.com/payguard/payguard/store"
 )
 
@@ -67,10 +68,20 @@ func openStore(t *testing.T, url string) *store.Store {
 	return st
 }
 
-func TestFleetTripsOnceAndRecoversTogether(t *testing.T) {
+// migrated is a fresh database with payguard's schema: its URL, for the
+// workers' own pools, and a store the test reads it through.
+func migrated(t *testing.T) (string, *store.Store) {
+	t.Helper()
 	url := testenv.NewDatabase(t)
 	admin := openStore(t, url)
 	require.NoError(t, admin.Migrate(context.Background()))
+	return url, admin
+}
+
+// gatewayWithPayment is a real pgsim holding one payment, and the gateway
+// client that created it: lookups of it succeed until pgsim goes down.
+func gatewayWithPayment(t *testing.T) (*simulator.Server, *gateway.Client, gateway.Created) {
+	t.Helper()
 	sim := testenv.Pgsim(t, testenv.QuietFaults())
 	client, err := gateway.New(gateway.Config{BaseURL: sim.GatewayURL(), ConnectTimeout: 300 * time.Millisecond, ReadTimeout: 300 * time.Millisecond})
 	require.NoError(t, err)
@@ -78,6 +89,12 @@ func TestFleetTripsOnceAndRecoversTogether(t *testing.T) {
 	created, err := client.CreatePayment(context.Background(), gateway.CreateRequest{OrderID: "order-1", Amount: 5000,
 		CardType: "SAMSUNG", CardNo: "1234-5678-9814-1451", CallbackURL: "http://127.0.0.1:1/cb"}, "", "")
 	require.NoError(t, err)
+	return sim, client, created
+}
+
+func TestFleetTripsOnceAndRecoversTogether(t *testing.T) {
+	url, admin := migrated(t)
+	sim, client, created := gatewayWithPayment(t)
 
 	const workers = 3
 	var fleet [workers]*breaker.Breaker
@@ -215,9 +232,7 @@ func TestLeaseHolderProcess(t *testing.T) {
 }
 
 func TestCrashedLeaseHolderStallsNobodyBeyondTheLease(t *testing.T) {
-	url := testenv.NewDatabase(t)
-	admin := openStore(t, url)
-	require.NoError(t, admin.Migrate(context.Background()))
+	url, admin := migrated(t)
 	// One worker builds the breaker's state, then another process takes
 	// the lease and dies holding it.
 	first := breaker.New(activities.LookupRules(settings), openStore(t, url).SharedBreakers(2*time.Second), &seen{}, testenv.Logger(t))
@@ -266,9 +281,7 @@ func (f *fallbacks) Fallback(_ string, on bool) {
 // A shared store that fails leaves an open breaker open until its expiry
 // (never "closed"), then this worker decides with its own process breaker.
 func TestSharedStoreOutageFallsBackToTheProcessBreaker(t *testing.T) {
-	url := testenv.NewDatabase(t)
-	st := openStore(t, url)
-	require.NoError(t, st.Migrate(context.Background()))
+	_, st := migrated(t)
 	view := &fallbacks{}
 	b := breaker.New(activities.LookupRules(settings), st.SharedBreakers(2*time.Second), view, testenv.Logger(t))
 	t.Cleanup(b.Close)

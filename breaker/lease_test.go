@@ -1,7 +1,6 @@
 package breaker_test
 
 import (
-	"context"
 	"encoding/json"
 	"sync"
 	"sync/atomic"
@@ -54,9 +53,7 @@ func (w *watched) StoreCall(name, op string, took time.Duration, err error) {
 // fall back to its own process breaker — which, never having seen a
 // failure, is closed and would send the call as a second trial.
 func TestLeaseHeldElsewhereIsBusyNotAnOutage(t *testing.T) {
-	url := testenv.NewDatabase(t)
-	admin := openStore(t, url)
-	require.NoError(t, admin.Migrate(context.Background()))
+	url, _ := migrated(t)
 	view := &watched{}
 	b := breaker.New(activities.LookupRules(oneTrial), openStore(t, url).SharedBreakers(time.Second), view, testenv.Logger(t))
 	t.Cleanup(b.Close)
@@ -80,9 +77,7 @@ func TestLeaseHeldElsewhereIsBusyNotAnOutage(t *testing.T) {
 // its own trial and wrote its verdict. The late trial's outcome belongs to
 // a state the fleet has left and must not overwrite that verdict.
 func TestLateTrialCannotOverwriteTheSuccessorsVerdict(t *testing.T) {
-	url := testenv.NewDatabase(t)
-	admin := openStore(t, url)
-	require.NoError(t, admin.Migrate(context.Background()))
+	url, admin := migrated(t)
 	a := breaker.New(activities.LookupRules(oneTrial), openStore(t, url).SharedBreakers(time.Second), &seen{}, testenv.Logger(t))
 	t.Cleanup(a.Close)
 	// b waits longer than a's lease lasts.
@@ -115,9 +110,7 @@ func TestLateTrialCannotOverwriteTheSuccessorsVerdict(t *testing.T) {
 // this worker's other calls are still answered: with the fleet's state
 // open, at once, from the stored state.
 func TestWaitingForTheLeaseHoldsUpNoOtherCall(t *testing.T) {
-	url := testenv.NewDatabase(t)
-	admin := openStore(t, url)
-	require.NoError(t, admin.Migrate(context.Background()))
+	url, _ := migrated(t)
 	view := &watched{}
 	b := breaker.New(activities.LookupRules(settings), openStore(t, url).SharedBreakers(10*time.Second), view, testenv.Logger(t))
 	t.Cleanup(b.Close)
@@ -163,9 +156,7 @@ func TestWaitingForTheLeaseHoldsUpNoOtherCall(t *testing.T) {
 // close the breaker on time. Once this worker sees the fleet's breaker
 // closed, it must stop refusing from memory.
 func TestClosedByTheFleetEndsTheOpenSeenInMemory(t *testing.T) {
-	url := testenv.NewDatabase(t)
-	admin := openStore(t, url)
-	require.NoError(t, admin.Migrate(context.Background()))
+	url, admin := migrated(t)
 	b := breaker.New(activities.LookupRules(settings), openStore(t, url).SharedBreakers(2*time.Second), &seen{}, testenv.Logger(t))
 	t.Cleanup(b.Close)
 
