@@ -151,14 +151,11 @@ func TestRecordReplayHistories(t *testing.T) {
 			resolve(id, "SUCCESS", true)
 		}, status.OrderConfirmed},
 		{"cancel_during_reserve", func(id string) {
-			lock, err := s.Store.Pool().Begin(ctx)
-			require.NoError(t, err)
-			defer func() { _ = lock.Rollback(ctx) }()
-			_, err = lock.Exec(ctx, `SELECT * FROM products WHERE product_id = 'P1' FOR UPDATE`)
-			require.NoError(t, err)
+			release := testenv.HoldRows(t, s.Store.Pool(), `SELECT * FROM products WHERE product_id = 'P1' FOR UPDATE`)
+			defer release()
 			placeOrder(t, s, id, "P1", 1)
 			testenv.WaitLockWaiters(t, s.Store.Pool(), 1, "", "Reserve blocked")
-			_, err = starter(ctx, s, "cancel", id, "--wait=false")
+			_, err := starter(ctx, s, "cancel", id, "--wait=false")
 			require.NoError(t, err)
 		}, status.OrderCancelled},
 		// The database refuses the Settle's write past its five local tries:

@@ -52,3 +52,25 @@ func WaitLockWaiters(t testing.TB, pool *pgxpool.Pool, n int, waitEvent, what st
 		return err == nil && waiting == n
 	}, what)
 }
+
+// HoldRows locks the rows query selects (a SELECT … FOR UPDATE) in a
+// transaction of its own, so a step that writes them blocks there until
+// release (which the test's cleanup also calls).
+func HoldRows(t testing.TB, pool *pgxpool.Pool, query string, args ...any) (release func()) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatalf("hold rows: %v", err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(ctx) })
+	if _, err := tx.Exec(ctx, query, args...); err != nil {
+		_ = tx.Rollback(ctx)
+		t.Fatalf("hold rows (%s): %v", query, err)
+	}
+	return func() {
+		if err := tx.Rollback(ctx); err != nil {
+			t.Errorf("release the rows held by %s: %v", query, err)
+		}
+	}
+}

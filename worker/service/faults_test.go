@@ -52,11 +52,7 @@ func TestOperatorCancelDuringReserveReleasesTheStock(t *testing.T) {
 	s := testenv.NewStack(t, processing(time.Hour), nil)
 	setStock(t, s, 5)
 	ctx := context.Background()
-	lock, err := s.Store.Pool().Begin(ctx)
-	require.NoError(t, err)
-	defer func() { _ = lock.Rollback(ctx) }()
-	_, err = lock.Exec(ctx, `SELECT * FROM products WHERE product_id = 'P1' FOR UPDATE`)
-	require.NoError(t, err)
+	release := testenv.HoldRows(t, s.Store.Pool(), `SELECT * FROM products WHERE product_id = 'P1' FOR UPDATE`)
 
 	placeOrder(t, s, "res-0001")
 	testenv.WaitLockWaiters(t, s.Store.Pool(), 1, "", "Reserve blocked on the product row")
@@ -70,7 +66,7 @@ func TestOperatorCancelDuringReserveReleasesTheStock(t *testing.T) {
 	testenv.Eventually(t, 30*time.Second, func() bool {
 		return cancelHandled(t, tc, workflows.PaymentWorkflowID("res-0001"))
 	}, "cancel handled")
-	require.NoError(t, lock.Rollback(ctx))
+	release()
 
 	run := tc.GetWorkflow(ctx, workflows.PaymentWorkflowID("res-0001"), "")
 	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)

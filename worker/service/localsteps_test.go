@@ -72,17 +72,13 @@ func TestOperatorCancelDuringLocalSettleOfAnEarlyCallbackKeepsMoneyAndStockToget
 		o, err := s.Store.GetOrder(ctx, "lset-0003")
 		return err == nil && o.Reservation == store.ReservationHeld
 	}, "stock reserved")
-	lock, err := s.Store.Pool().Begin(ctx)
-	require.NoError(t, err)
-	defer func() { _ = lock.Rollback(ctx) }()
-	_, err = lock.Exec(ctx, `SELECT * FROM reservations WHERE order_id = 'lset-0003' FOR UPDATE`)
-	require.NoError(t, err)
+	release := testenv.HoldRows(t, s.Store.Pool(), `SELECT * FROM reservations WHERE order_id = 'lset-0003' FOR UPDATE`)
 
 	testenv.WaitLockWaiters(t, s.Store.Pool(), 1, "", "Settle blocked on the reservation row")
 	tc := temporalClient(t)
 	id := workflows.PaymentWorkflowID("lset-0003")
 	require.NoError(t, tc.CancelWorkflow(ctx, id, ""))
-	require.NoError(t, lock.Rollback(ctx))
+	release()
 	checkMoneyAndStock(t, s, tc, "lset-0003")
 }
 
@@ -96,11 +92,7 @@ func cancelDuringLocalSettle(t *testing.T, orderID string, answer func(s *testen
 	require.Equal(t, http.StatusOK, testenv.Admin(t, s.Sim, http.MethodPost, "/admin/transactions/"+key+"/resolve",
 		map[string]any{"status": gateway.StatusSuccess, "callback": false}, nil))
 
-	lock, err := s.Store.Pool().Begin(ctx)
-	require.NoError(t, err)
-	defer func() { _ = lock.Rollback(ctx) }()
-	_, err = lock.Exec(ctx, `SELECT * FROM orders WHERE order_id = $1 FOR UPDATE`, orderID)
-	require.NoError(t, err)
+	release := testenv.HoldRows(t, s.Store.Pool(), `SELECT * FROM orders WHERE order_id = $1 FOR UPDATE`, orderID)
 
 	tc := temporalClient(t)
 	id := workflows.PaymentWorkflowID(orderID)
@@ -112,7 +104,7 @@ func cancelDuringLocalSettle(t *testing.T, orderID string, answer func(s *testen
 	// activities run longer, which would hand the workflow the cancel while
 	// Settle is still running.
 	require.NoError(t, tc.CancelWorkflow(ctx, id, ""))
-	require.NoError(t, lock.Rollback(ctx))
+	release()
 
 	checkMoneyAndStock(t, s, tc, orderID)
 }
