@@ -166,6 +166,17 @@ func TestRecordReplayHistories(t *testing.T) {
 			testenv.FailFirst(t, s.Store.Pool(), 6, "UPDATE", "reservations", "")
 			resolve(id, "SUCCESS", true)
 		}, status.OrderConfirmed},
+		// The database refuses the create's attempt row past its five local
+		// tries: the create goes on as a regular activity (money-safety
+		// version 3), still sent once.
+		{"create_outlasts_local_tries", func(id string) {
+			heal := testenv.FailFirst(t, s.Store.Pool(), 6, "INSERT", "payment_attempts", "")
+			placeOrder(t, s, id, "P1", 1)
+			waitOrder(t, s, id, status.OrderPending, 60*time.Second)
+			heal()
+			require.Equal(t, 1, s.Sim.Stats().Orders[id].CreateRequests)
+			resolve(id, "SUCCESS", true)
+		}, status.OrderConfirmed},
 		// An unsigned callback's hint (the worker's --callback-auth lookup
 		// sends this signal): the charge succeeded without a callback, and
 		// the hint's lookup, not the next poll, confirms it.

@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -47,8 +48,7 @@ func (p *payment) send(ctx workflow.Context, budget int, grant string) (sendResu
 			MaximumAttempts:    int32(budget),
 			// The activity already marks these non-retryable; listing them
 			// again guards against a future activity that forgets.
-			NonRetryableErrorTypes: []string{activities.ErrGatewayOutcomeUnknown, activities.ErrGatewayRejected,
-				activities.ErrIllegalTransition, activities.ErrInvalidOrder},
+			NonRetryableErrorTypes: createAnswers,
 		},
 		Summary: fmt.Sprintf("Charge %d for order %s (%s card %s, up to %d tries)", p.in.Amount, p.in.OrderID, p.in.CardType, gateway.MaskCardNo(p.in.CardNo), budget),
 	}
@@ -60,7 +60,17 @@ func (p *payment) send(ctx workflow.Context, budget int, grant string) (sendResu
 			p.in.CardType, gateway.MaskCardNo(p.in.CardNo), p.state.Attempts+1, p.tuning.RequestAttempts)
 	}
 	var res activities.RequestResult
-	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), a.RequestPayment, in).Get(ctx, &res)
+	var err error
+	regular := true
+	if p.v >= localCreate {
+		regular, err = p.sendLocally(ctx, in, opts, &res)
+	}
+	if regular {
+		if p.v >= localCreate {
+			p.publish(ctx) // REQUESTING, while Temporal retries it (run deferred it)
+		}
+		err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), a.RequestPayment, in).Get(ctx, &res)
+	}
 	if err == nil {
 		p.countAttempts(res.Attempt, res.Attempts)
 		p.maybeAtGateway = true
@@ -114,6 +124,55 @@ func (p *payment) send(ctx workflow.Context, budget int, grant string) (sendResu
 	p.log.Warn("create outcome unknown; looking the order up instead of re-sending", "error", err)
 	return sendUnknown, nil
 }
+
+// sendLocally runs the create as a local activity (from localCreate on): a
+// happy-path order then asks the server for no activity at all. It runs where
+// an operator's cancel cannot reach it, as Reserve does: a cancelled local
+// activity's future resolves at once, while the create may still be on the
+// wire, and an answer in hand is worth more than a prompt cancel. The
+// activity itself decides what may be sent (store.BeginAttempt), so a try
+// repeated by the SDK, or by a worker replaying a task whose first worker
+// died mid-create, never sends a second charge the database would not allow.
+//
+// It gets localTries tries and, like dbStep, reports a create still failing
+// after them, or refused by the open request breaker, (regular true) to go
+// on as a regular activity with the given options: Temporal then retries it
+// for as long as it takes, at the breaker's pace and at no cost to the
+// history, and an operator's cancel stops it between tries.
+func (p *payment) sendLocally(ctx workflow.Context, in activities.RequestInput, opts workflow.ActivityOptions,
+	res *activities.RequestResult) (regular bool, err error) {
+	retry := *opts.RetryPolicy
+	retry.MaximumAttempts = localTries
+	retry.NonRetryableErrorTypes = append(slices.Clone(retry.NonRetryableErrorTypes), activities.ErrRequestBreakerOpen)
+	lopts := workflow.LocalActivityOptions{
+		StartToCloseTimeout:    opts.StartToCloseTimeout,
+		ScheduleToCloseTimeout: localTries*opts.StartToCloseTimeout + localBackoffs,
+		RetryPolicy:            &retry,
+		Summary:                opts.Summary,
+	}
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	err = workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(dctx, lopts), a.RequestPayment, in).Get(ctx, res)
+	if err == nil || !createRetryable(err) {
+		return false, err
+	}
+	p.log.Warn("create still failing after its local tries; going on as a regular activity", "error", err)
+	return true, nil
+}
+
+// createRetryable: a create's error that Temporal would retry under the
+// create's options — not one of the activity's answers (an outcome unknown,
+// a refusal, an illegal transition, a create the client cannot build).
+func createRetryable(err error) bool {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		return !appErr.NonRetryable() && !slices.Contains(createAnswers, appErr.Type())
+	}
+	return true // a timeout: the next try asks the database what went out
+}
+
+// createAnswers are the create's non-retryable error types.
+var createAnswers = []string{activities.ErrGatewayOutcomeUnknown, activities.ErrGatewayRejected,
+	activities.ErrIllegalTransition, activities.ErrInvalidOrder}
 
 // countAttempts takes the database's count of the order's creates when the
 // activity reports it, and otherwise (runs before versionMoneySafety) adds

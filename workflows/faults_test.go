@@ -128,7 +128,7 @@ func TestCreateAttemptsAreCountedFromTheDatabase(t *testing.T) {
 	r := newRun(t)
 	r.requestReturns(func() (activities.RequestResult, error) {
 		return activities.RequestResult{}, temporal.NewNonRetryableApplicationError("read timeout", activities.ErrGatewayOutcomeUnknown,
-			errors.New("read timeout"), map[string]any{"attempt": 1, "attempts": 3})
+			errors.New("read timeout"), activities.RequestFailure{Attempt: 1, Attempts: 3})
 	})
 	r.lookupReturns(nothingFound)
 	r.cancelsSucceed(0)

@@ -104,10 +104,16 @@ type payment struct {
 //
 // localSteps (2): the order's database steps run as local activities
 // (dbStep) and search attributes are upserted only when they change.
+//
+// localCreate (3): the create runs as a local activity too (sendLocally),
+// and REQUESTING reaches the search attributes only if the create goes on
+// as a regular activity: a create answered inside the task that sent it
+// goes straight to PENDING (or UNKNOWN, or FAILED) in one upsert.
 const (
 	versionMoneySafety = "money-safety"
 	moneySafe          = workflow.Version(1)
 	localSteps         = workflow.Version(2)
+	localCreate        = workflow.Version(3)
 )
 
 // idRuleChange versions the id rule's check (package ids) in setup.
@@ -158,7 +164,7 @@ func (w *Workflows) setup(ctx workflow.Context, in PaymentInput) (*payment, erro
 		state: State{OrderID: in.OrderID, Status: status.OrderReserving,
 			Deadline: workflow.Now(ctx).Add(in.Deadline)},
 	}
-	p.v = workflow.GetVersion(ctx, versionMoneySafety, workflow.DefaultVersion, localSteps)
+	p.v = workflow.GetVersion(ctx, versionMoneySafety, workflow.DefaultVersion, localCreate)
 	if err := workflow.SetQueryHandler(ctx, StateQuery, func() (State, error) { return p.state, nil }); err != nil {
 		return nil, err
 	}
@@ -198,7 +204,11 @@ func (p *payment) run(ctx workflow.Context) (State, error) {
 		return p.state, err
 	}
 
-	p.setStatus(ctx, status.OrderRequesting, status.PaymentRequested)
+	if p.v >= localCreate {
+		p.setState(status.OrderRequesting, status.PaymentRequested) // published by send if it must wait
+	} else {
+		p.setStatus(ctx, status.OrderRequesting, status.PaymentRequested)
+	}
 	sent, err := p.send(ctx, p.tuning.RequestAttempts, "")
 	// From localSteps on, a create the gateway answered goes on to await
 	// under a cancel too: an answer delivered with the create's (a callback)
@@ -251,13 +261,21 @@ const (
 )
 
 // await waits for the first definitive answer, polling with backoff.
+//
+// From localCreate on it keeps one timer, not two: the next poll, brought
+// forward to the deadline when that comes first. Every wake-up checks the
+// deadline anyway, and a timer costs the server a task to write and one to
+// cancel for every order a callback answers.
 func (p *payment) await(ctx workflow.Context) awaitEnd {
 	timerCtx, cancelTimers := workflow.WithCancel(ctx)
 	defer cancelTimers()
-	deadline := workflow.NewTimerWithOptions(timerCtx, max(p.state.Deadline.Sub(workflow.Now(ctx)), 0),
-		workflow.TimerOptions{Summary: "order deadline"})
+	var deadline workflow.Future // fires never from localCreate on: poll does its work
+	if p.v < localCreate {
+		deadline = workflow.NewTimerWithOptions(timerCtx, max(p.state.Deadline.Sub(workflow.Now(ctx)), 0),
+			workflow.TimerOptions{Summary: "order deadline"})
+	}
 	delay := p.tuning.PollInitial
-	poll := workflow.NewTimerWithOptions(timerCtx, delay, workflow.TimerOptions{Summary: "next status poll"})
+	poll := p.pollTimer(timerCtx, delay)
 	for p.outcome == nil {
 		var pollDue, deadlineDue bool
 		sel := workflow.NewSelector(ctx)
@@ -268,7 +286,9 @@ func (p *payment) await(ctx workflow.Context) awaitEnd {
 		})
 		sel.AddReceive(p.hints, func(c workflow.ReceiveChannel, _ bool) { p.onHint(ctx, c) })
 		sel.AddFuture(poll, func(workflow.Future) { pollDue = true })
-		sel.AddFuture(deadline, func(workflow.Future) { deadlineDue = true })
+		if deadline != nil {
+			sel.AddFuture(deadline, func(workflow.Future) { deadlineDue = true })
+		}
 		sel.Select(ctx)
 		switch {
 		case p.cancelTakes(ctx):
@@ -291,10 +311,22 @@ func (p *payment) await(ctx workflow.Context) awaitEnd {
 				return endCancelled
 			}
 			delay = min(delay*2, p.tuning.PollMax)
-			poll = workflow.NewTimerWithOptions(timerCtx, p.nextPoll(ctx, delay), workflow.TimerOptions{Summary: "next status poll"})
+			poll = p.pollTimer(timerCtx, p.nextPoll(ctx, delay))
 		}
 	}
 	return endOutcome
+}
+
+// pollTimer starts the timer of the next poll, due after d; from
+// localCreate on it is the deadline's timer too (await).
+func (p *payment) pollTimer(ctx workflow.Context, d time.Duration) workflow.Future {
+	if p.v < localCreate {
+		return workflow.NewTimerWithOptions(ctx, d, workflow.TimerOptions{Summary: "next status poll"})
+	}
+	if left := max(p.state.Deadline.Sub(workflow.Now(ctx)), 0); left <= d {
+		return workflow.NewTimerWithOptions(ctx, left, workflow.TimerOptions{Summary: "order deadline"})
+	}
+	return workflow.NewTimerWithOptions(ctx, d, workflow.TimerOptions{Summary: "next status poll (the deadline is later)"})
 }
 
 // breakerTimedPoll versions the poll after an open lookup breaker: from
@@ -330,6 +362,13 @@ func (p *payment) userForGateway() string {
 // setStatus updates the query state and the search attributes together.
 // A final order status never moves.
 func (p *payment) setStatus(ctx workflow.Context, order status.Order, pay status.Payment) {
+	p.setState(order, pay)
+	p.publish(ctx)
+}
+
+// setState updates the query state only; publish brings the search
+// attributes up to it.
+func (p *payment) setState(order status.Order, pay status.Payment) {
 	if p.v >= moneySafe && p.state.Status.Final() && order != "" && order != p.state.Status {
 		p.log.Warn("order already final; status kept", "status", p.state.Status, "refused", order)
 		order = ""
@@ -340,6 +379,10 @@ func (p *payment) setStatus(ctx workflow.Context, order status.Order, pay status
 	if pay != "" {
 		p.state.PaymentStatus = pay
 	}
+}
+
+// publish upserts the statuses the search attributes do not show yet.
+func (p *payment) publish(ctx workflow.Context) {
 	var updates []temporal.SearchAttributeUpdate
 	current := workflow.GetTypedSearchAttributes(ctx)
 	for _, kv := range []struct {

@@ -31,8 +31,16 @@ var recordedPaths = []string{
 	"lookup_hint",
 }
 
-// Paths that exist from money-safety version 2 on (testdata/ only).
-var recordedSinceLocalSteps = []string{"settle_outlasts_local_tries"}
+// Paths that exist from money-safety version 2 on (testdata/ and
+// testdata/v2/), and from version 3 on (testdata/ only).
+var (
+	recordedSinceLocalSteps  = []string{"settle_outlasts_local_tries"}
+	recordedSinceLocalCreate = []string{"create_outlasts_local_tries"}
+)
+
+// The paths as recorded at money-safety version 2, before the create
+// became a local activity (testdata/v2/).
+var recordedLocalSteps = append(slices.Clone(recordedPaths), recordedSinceLocalSteps...)
 
 // The same paths as recorded before the money-safety version (testdata/v0/):
 // runs started then still replay on the code they ran.
@@ -75,8 +83,11 @@ func TestRecordedHistoriesReplay(t *testing.T) {
 	for _, name := range recordedPaths {
 		paths = append(paths, filepath.Join("testdata", name+".json"))
 	}
-	for _, name := range recordedSinceLocalSteps {
+	for _, name := range slices.Concat(recordedSinceLocalSteps, recordedSinceLocalCreate) {
 		paths = append(paths, filepath.Join("testdata", name+".json"))
+	}
+	for _, name := range recordedLocalSteps {
+		paths = append(paths, filepath.Join("testdata", "v2", name+".json"))
 	}
 	for _, name := range recordedMoneySafe {
 		paths = append(paths, filepath.Join("testdata", "v1", name+".json"))
@@ -131,7 +142,7 @@ func TestReplayCatchesANonDeterministicChange(t *testing.T) {
 // workers wrote is encrypted. The one recorded before encryption, kept to
 // prove such histories still replay, is the exception it is named for.
 func TestRecordedHistoriesAreEncrypted(t *testing.T) {
-	for _, name := range append(slices.Clone(recordedPaths), recordedSinceLocalSteps...) {
+	for _, name := range slices.Concat(recordedPaths, recordedSinceLocalSteps, recordedSinceLocalCreate) {
 		raw, err := os.ReadFile(filepath.Join("testdata", name+".json"))
 		require.NoError(t, err)
 		text := string(raw)
@@ -177,19 +188,21 @@ func TestEncryptedHistoryNeedsItsKey(t *testing.T) {
 	assert.Equal(t, "1234-5678-9814-1451", in.CardNo)
 }
 
-// A happy-path order asks the server for one activity, the create: Reserve
-// and Settle run as local activities inside the workflow tasks around it
-// (versionMoneySafety's localSteps), and the only search-attribute upserts
-// are the SDK's version marker's and the status changes after RESERVING,
-// which the starter sets at start.
-func TestHappyPathSchedulesOnlyTheCreate(t *testing.T) {
+// A happy-path order asks the server for no activity: Reserve, the create
+// and Settle run as local activities inside the workflow tasks around the
+// callback (versionMoneySafety's localCreate), and the only search-attribute
+// upserts are the SDK's version marker's and the status changes after
+// RESERVING (which the starter sets at start): REQUESTING is never
+// published when the create answers inside the task that sent it. The wait
+// keeps one timer, the next poll's, which is the deadline's too.
+func TestHappyPathSchedulesNoActivity(t *testing.T) {
 	f, err := os.Open(filepath.Join("testdata", "callback_success.json"))
 	require.NoError(t, err)
 	defer f.Close()
 	h, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
 	require.NoError(t, err)
 	var scheduled []string
-	var localActivities, upserts, tasks int
+	var localActivities, upserts, tasks, timers int
 	for _, e := range h.Events {
 		switch {
 		case e.GetActivityTaskScheduledEventAttributes() != nil:
@@ -200,10 +213,13 @@ func TestHappyPathSchedulesOnlyTheCreate(t *testing.T) {
 			upserts++
 		case e.GetWorkflowTaskCompletedEventAttributes() != nil:
 			tasks++
+		case e.GetTimerStartedEventAttributes() != nil:
+			timers++
 		}
 	}
-	assert.Equal(t, []string{"RequestPayment"}, scheduled)
-	assert.Equal(t, 2, localActivities, "Reserve and Settle")
-	assert.Equal(t, 4, upserts, "version marker, REQUESTING, PENDING, CONFIRMED")
-	assert.Equal(t, 3, tasks, "start, create answered, callback")
+	assert.Empty(t, scheduled)
+	assert.Equal(t, 1, timers, "the next poll, which is the deadline's too")
+	assert.Equal(t, 3, localActivities, "Reserve, the create and Settle")
+	assert.Equal(t, 3, upserts, "version marker, PENDING, CONFIRMED")
+	assert.Equal(t, 2, tasks, "start, callback")
 }

@@ -14,7 +14,7 @@ import (
 // when, if not "", is the trigger's WHEN condition (e.g. "NEW.status =
 // 'PENDING'"). The count is a sequence, which is not transactional: a
 // failed write counts even though its transaction rolls back. heal drops the
-// fault.
+// fault, so the same table can be given another.
 func FailFirst(t testing.TB, pool *pgxpool.Pool, n int, event, table, when string) (heal func()) {
 	t.Helper()
 	ctx := context.Background()
@@ -34,7 +34,7 @@ func FailFirst(t testing.TB, pool *pgxpool.Pool, n int, event, table, when strin
 		t.Fatalf("inject a database fault on %s: %v", table, err)
 	}
 	return func() {
-		if _, err := pool.Exec(ctx, fmt.Sprintf(`DROP TRIGGER %s ON %s`, name, table)); err != nil {
+		if _, err := pool.Exec(ctx, fmt.Sprintf(`DROP TRIGGER %[1]s ON %[2]s; DROP FUNCTION %[1]s; DROP SEQUENCE %[1]s`, name, table)); err != nil {
 			t.Errorf("heal the database fault on %s: %v", table, err)
 		}
 	}
