@@ -230,12 +230,14 @@ func TestCancelDuringARejectedCreateReleasesTheStock(t *testing.T) {
 		for iter.HasNext() {
 			e, err := iter.Next()
 			require.NoError(t, err)
-			if e.GetEventType() == enumspb.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED {
+			// The create is a local activity (money-safety version 3): the
+			// cancel is in the history while it is still blocked.
+			if e.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED {
 				return true
 			}
 		}
 		return false
-	}, "cancel requested for the create")
+	}, "cancel requested while the create is blocked")
 	_, err = conn.Exec(ctx, `SELECT pg_advisory_unlock(4242)`)
 	require.NoError(t, err)
 
