@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
 
 	"github.com/payguard/payguard/codec"
 	"github.com/payguard/payguard/config"
@@ -29,6 +30,7 @@ func TestClientOptionsPrecedence(t *testing.T) {
 		opts, err := c.ClientOptions(slog.New(slog.DiscardHandler))
 		require.NoError(t, err)
 		require.NotNil(t, opts.DataConverter, "the payload codec is always on")
+		require.IsType(t, &client.GrpcCompressionNone{}, opts.ConnectionOptions.GrpcCompression, "ciphertext is not gzipped")
 		return opts.HostPort, opts.Namespace, opts.ConnectionOptions.TLS != nil
 	}
 	none := filepath.Join(t.TempDir(), "none.toml") // so the user's own file is not read
