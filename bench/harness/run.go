@@ -57,7 +57,7 @@ func parseFlags(args []string, usage io.Writer) (Options, error) {
 	fs.BoolVar(&o.Quick, "quick", false, "smoke size: 4 in flight for 3 s, rates 2 and 4 for 3 s each, 50 waiting orders")
 	fs.IntVar(&o.InFlight, "in-flight", 30, "no-op workflows kept in flight by the baseline's closed loop")
 	fs.DurationVar(&o.Baseline, "baseline", 30*time.Second, "how long the baseline runs")
-	fs.StringVar(&rates, "rates", "10,15,20,25,30,40,50", "payguard's open-loop rates (orders/s), rising; the steps stop at the first one not sustained")
+	fs.StringVar(&rates, "rates", "10,20,30,35,40,45,50,55,60", "payguard's open-loop rates (orders/s), rising; the steps stop at the first one not sustained")
 	fs.DurationVar(&o.Step, "step", 20*time.Second, "how long each rate launches orders")
 	fs.IntVar(&o.Waiting, "waiting", 2000, "orders left waiting in the capacity phase")
 	fs.BoolVar(&big, "waiting-10k", false, "leave 10 000 orders waiting (the memory target)")
