@@ -153,16 +153,13 @@ func TestOperatorCancelBetweenLocalCreateTriesSendsNoCreateAfterIt(t *testing.T)
 	require.NoError(t, err)
 	// The gateway opens once a create has been tried after the cancel was
 	// sent (still refused at the dial: nothing reached it), or once the
-	// workflow has ended: from then on, a create that reaches the gateway
-	// was begun after the operator's cancel.
+	// workflow code has seen the cancel (its compensation needs the gateway
+	// to end): from then on, a create that reaches the gateway was begun
+	// after the operator's cancel.
 	testenv.Eventually(t, 30*time.Second, func() bool {
 		list, err := s.Store.Attempts(ctx, orderID)
-		if err == nil && len(list) > len(atCancel) {
-			return true
-		}
-		desc, err := tc.DescribeWorkflowExecution(ctx, id, "")
-		return err == nil && desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
-	}, "a create tried after the cancel, or the workflow ended")
+		return err == nil && len(list) > len(atCancel) || cancelSeen(t, tc, id)
+	}, "a create tried after the cancel, or the cancel seen by the workflow")
 	testenv.PatchFaults(t, s.Sim, map[string]any{"down": false})
 
 	checkMoneyAndStock(t, s, tc, orderID)
@@ -209,6 +206,26 @@ func TestOperatorCancelWhileTheLocalCreateIsOnTheWireKeepsMoneyAndStockTogether(
 		"the closed workflow's OrderStatus says what the database says")
 }
 
+// cancelSeen: a workflow task completed after the workflow's cancel
+// request, so the workflow code has seen it.
+func cancelSeen(t *testing.T, tc client.Client, id string) bool {
+	iter := tc.GetWorkflowHistory(context.Background(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	requested := false
+	for iter.HasNext() {
+		e, err := iter.Next()
+		require.NoError(t, err)
+		switch e.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED:
+			requested = true
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+			if requested {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // waitWorkflow waits for the workflow to close and returns how it ended.
 func waitWorkflow(t *testing.T, tc client.Client, id string) error {
 	t.Helper()
@@ -253,4 +270,42 @@ func historySummary(t *testing.T, tc client.Client, id string) string {
 		out += "  " + line + "\n"
 	}
 	return out
+}
+
+// A create that outlasts its workflow task's 10 s timeout inside the task:
+// every local try is answered 429 (not processed: as unreachable, retried)
+// after 3 s, five tries and their 7.5 s of backoff in all, about 22 s. The
+// SDK heartbeats the task meanwhile, and the order ends as the design says
+// for a gateway that never took a create: CANCELLED, nothing to cancel,
+// stock released, five creates, the workflow not failed and its search
+// attributes saying what the database says. Pins the behaviour (passes on
+// 5c32873).
+func TestLocalCreateTriesOutlastingTheTaskTimeoutEndCancelled(t *testing.T) {
+	t.Parallel()
+	f := testenv.QuietFaults()
+	f.Latency = simulator.Range{Min: simulator.Duration(3 * time.Second), Max: simulator.Duration(3 * time.Second)}
+	f.Create.ErrorRate, f.Create.ErrorStatus = 1, http.StatusTooManyRequests
+	s := testenv.NewStack(t, f, func(c *service.Config) {
+		c.RequestAttempts, c.ReadTimeout, c.PollInitial, c.PollMax = 5, 4*time.Second, time.Minute, time.Minute
+	})
+	setStock(t, s, 5)
+	ctx := context.Background()
+	const orderID = "lcre-0005"
+	placeOrder(t, s, orderID)
+	tc := temporalClient(t)
+	id := workflows.PaymentWorkflowID(orderID)
+	runErr := waitWorkflow(t, tc, id)
+	got, err := s.Store.GetOrder(ctx, orderID)
+	require.NoError(t, err)
+	history := historySummary(t, tc, id)
+	t.Logf("workflow ended: %v; order %s payment %s reservation %s\nhistory:\n%s", runErr, got.Status, got.PaymentStatus, got.Reservation, history)
+	assert.NoError(t, runErr)
+	assert.Equal(t, status.OrderCancelled, got.Status)
+	assert.Equal(t, store.Stock{ProductID: "P1", Total: 5, Available: 5}, stock(t, s))
+	assert.Equal(t, 5, s.Sim.Stats().Orders[orderID].CreateRequests, "five creates, none processed")
+	attempts, err := s.Store.Attempts(ctx, orderID)
+	require.NoError(t, err)
+	assert.Len(t, attempts, 5)
+	assert.Equal(t, string(got.Status), searchAttribute(t, tc, id, workflows.OrderStatusKey.GetName()))
+	assert.Contains(t, history, "WorkflowTaskCompleted\n  WorkflowTaskScheduled", "the task was heartbeated while the create ran")
 }
