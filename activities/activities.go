@@ -86,6 +86,10 @@ func storeError(err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, store.ErrIllegalTransition), errors.Is(err, store.ErrReservationSettled):
+		var te *store.TransitionError
+		if errors.As(err, &te) {
+			return nonRetryable(ErrIllegalTransition, err, Transition{Entity: te.Entity, From: te.From, To: te.To})
+		}
 		return nonRetryable(ErrIllegalTransition, err)
 	case errors.Is(err, store.ErrInvalid), errors.Is(err, store.ErrOrderMismatch), errors.Is(err, store.ErrNotFound):
 		return nonRetryable(ErrInvalidOrder, err)

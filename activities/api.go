@@ -102,6 +102,14 @@ type RequestFailure struct {
 	Message  string `json:"message,omitempty"`
 }
 
+// Transition is the detail of an ErrIllegalTransition refusal: the status
+// move the store refused, and the status that stands.
+type Transition struct {
+	Entity string `json:"entity"` // "order" or "payment"
+	From   string `json:"from"`
+	To     string `json:"to"`
+}
+
 // LookupInput asks what the gateway knows: by transaction key when known,
 // otherwise by order id.
 type LookupInput struct {

@@ -166,9 +166,9 @@ func TestRecordReplayHistories(t *testing.T) {
 			testenv.FailFirst(t, s.Store.Pool(), 6, "UPDATE", "reservations", "")
 			resolve(id, "SUCCESS", true)
 		}, status.OrderConfirmed},
-		// The database refuses the create's attempt row past its five local
-		// tries: the create goes on as a regular activity (money-safety
-		// version 3), still sent once.
+		// The database refuses the create's attempt row on its local try and
+		// the regular activity's first four: the create goes on as a regular
+		// activity (money-safety version 3), still sent once.
 		{"create_outlasts_local_tries", func(id string) {
 			heal := testenv.FailFirst(t, s.Store.Pool(), 6, "INSERT", "payment_attempts", "")
 			placeOrder(t, s, id, "P1", 1)

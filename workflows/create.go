@@ -130,24 +130,23 @@ func (p *payment) send(ctx workflow.Context, budget int, grant string) (sendResu
 // an operator's cancel cannot reach it, as Reserve does: a cancelled local
 // activity's future resolves at once, while the create may still be on the
 // wire, and an answer in hand is worth more than a prompt cancel. The
-// activity itself decides what may be sent (store.BeginAttempt), so a try
-// repeated by the SDK, or by a worker replaying a task whose first worker
-// died mid-create, never sends a second charge the database would not allow.
+// activity itself decides what may be sent (store.BeginAttempt), so a task
+// run again after its worker died mid-create never sends a second charge
+// the database would not allow.
 //
-// It gets localTries tries and, like dbStep, reports a create still failing
-// after them, or refused by the open request breaker, (regular true) to go
-// on as a regular activity with the given options: Temporal then retries it
-// for as long as it takes, at the breaker's pace and at no cost to the
-// history, and an operator's cancel stops it between tries.
+// It gets one try. A create that fails in a way Temporal would retry (the
+// gateway unreachable, the database away, the request breaker open) goes on
+// as a regular activity with the given options (regular true): Temporal then
+// retries it for as long as it takes, at the breaker's pace and at no cost to
+// the history, and an operator's cancel stops it between tries. Local tries
+// would not see that cancel until their task completed, and each could send
+// a new charge after it.
 func (p *payment) sendLocally(ctx workflow.Context, in activities.RequestInput, opts workflow.ActivityOptions,
 	res *activities.RequestResult) (regular bool, err error) {
-	retry := *opts.RetryPolicy
-	retry.MaximumAttempts = localTries
-	retry.NonRetryableErrorTypes = append(slices.Clone(retry.NonRetryableErrorTypes), activities.ErrRequestBreakerOpen)
 	lopts := workflow.LocalActivityOptions{
 		StartToCloseTimeout:    opts.StartToCloseTimeout,
-		ScheduleToCloseTimeout: localTries*opts.StartToCloseTimeout + localBackoffs,
-		RetryPolicy:            &retry,
+		ScheduleToCloseTimeout: opts.StartToCloseTimeout,
+		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
 		Summary:                opts.Summary,
 	}
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
@@ -155,7 +154,7 @@ func (p *payment) sendLocally(ctx workflow.Context, in activities.RequestInput, 
 	if err == nil || !createRetryable(err) {
 		return false, err
 	}
-	p.log.Warn("create still failing after its local tries; going on as a regular activity", "error", err)
+	p.log.Warn("create failed on its local try; going on as a regular activity", "error", err)
 	return true, nil
 }
 

@@ -45,8 +45,6 @@ const (
 	// localWindow bounds the local tries: five of at most 15 s each and
 	// the 7.5 s between them.
 	localWindow = 90 * time.Second
-	// localBackoffs is the sum of the waits between the local tries.
-	localBackoffs = 7500 * time.Millisecond
 )
 
 // localDatabaseOptions are databaseOptions for a local step's tries.

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 
@@ -90,6 +91,17 @@ func (p *payment) compensate(ctx workflow.Context, cause string) (State, error) 
 	}
 	err := p.dbStep(dctx, fmt.Sprintf("Cancel order %s (amount %d) and release %d × %s", p.in.OrderID, p.in.Amount, p.in.Quantity, p.in.ProductID),
 		a.CancelOrder, activities.SettleInput{OrderID: p.in.OrderID, Payment: payment, Cause: cause}).Get(dctx, nil)
+	if p.endedFailed(err) {
+		p.log.Warn("order already FAILED: the gateway refused its create in an earlier run of this task; kept", "cause", cause)
+		p.setStatus(dctx, status.OrderFailed, status.PaymentFailed)
+		if payment == status.PaymentRefunded {
+			// Another transaction of the order was charged, and refunded just now.
+			_ = p.settleStep(dctx, activities.SettleInput{OrderID: p.in.OrderID, Payment: status.PaymentRefunded, Cause: cause})
+			p.setStatus(dctx, "", status.PaymentRefunded)
+		}
+		p.drainLate(dctx)
+		return p.state, nil
+	}
 	if err != nil {
 		return p.state, err
 	}
@@ -97,6 +109,25 @@ func (p *payment) compensate(ctx workflow.Context, cause string) (State, error) 
 	p.setStatus(dctx, status.OrderCancelled, payment)
 	p.drainLate(dctx)
 	return p.state, nil
+}
+
+// endedFailed: compensation's CancelOrder was refused because the order is
+// already FAILED. From localCreate on that is a run of a workflow task that
+// did not complete: the create is a local activity, so a task can send it,
+// settle the gateway's refusal FAILED (releasing the stock) and end the
+// workflow, and the server refuses to end it while an operator's cancel
+// waits. The task runs again from its history, which holds neither the
+// create nor its refusal, with the cancel, and compensates. Nothing was
+// charged and the stock is back: FAILED stands, and the workflow ends on it
+// rather than failing. (Answers that can confirm — a callback, a lookup —
+// are in the history, and settled again on such a run: cancelTakes.)
+func (p *payment) endedFailed(err error) bool {
+	var appErr *temporal.ApplicationError
+	if p.v < localCreate || !errors.As(err, &appErr) || appErr.Type() != activities.ErrIllegalTransition || !appErr.HasDetails() {
+		return false
+	}
+	var tr activities.Transition
+	return appErr.Details(&tr) == nil && tr.Entity == "order" && status.Order(tr.From) == status.OrderFailed
 }
 
 // cancelAtGateway cancels transactions until the gateway acknowledges.

@@ -272,15 +272,14 @@ func historySummary(t *testing.T, tc client.Client, id string) string {
 	return out
 }
 
-// A create that outlasts its workflow task's 10 s timeout inside the task:
-// every local try is answered 429 (not processed: as unreachable, retried)
-// after 3 s, five tries and their 7.5 s of backoff in all, about 22 s. The
-// SDK heartbeats the task meanwhile, and the order ends as the design says
-// for a gateway that never took a create: CANCELLED, nothing to cancel,
-// stock released, five creates, the workflow not failed and its search
-// attributes saying what the database says. Pins the behaviour (passes on
-// 5c32873).
-func TestLocalCreateTriesOutlastingTheTaskTimeoutEndCancelled(t *testing.T) {
+// A create the gateway answers 429 (not processed: as unreachable, safe to
+// retry) on every try, after 3 s each. The local create gets one try; the
+// rest go on as a regular activity, which an operator's cancel could stop
+// between tries. The order ends as the design says for a gateway that never
+// took a create: CANCELLED, nothing to cancel, stock released, five
+// creates, the workflow not failed and its search attributes saying what
+// the database says.
+func TestCreateRetriesAfterItsLocalTryGoOnAsARegularActivity(t *testing.T) {
 	t.Parallel()
 	f := testenv.QuietFaults()
 	f.Latency = simulator.Range{Min: simulator.Duration(3 * time.Second), Max: simulator.Duration(3 * time.Second)}
@@ -307,5 +306,6 @@ func TestLocalCreateTriesOutlastingTheTaskTimeoutEndCancelled(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, attempts, 5)
 	assert.Equal(t, string(got.Status), searchAttribute(t, tc, id, workflows.OrderStatusKey.GetName()))
-	assert.Contains(t, history, "WorkflowTaskCompleted\n  WorkflowTaskScheduled", "the task was heartbeated while the create ran")
+	assert.Contains(t, history, "MarkerRecorded LocalActivity\n  UpsertWorkflowSearchAttributes\n  ActivityTaskScheduled",
+		"one local try (after Reserve's), then the regular activity, with REQUESTING published before it")
 }
