@@ -240,9 +240,9 @@ func waitWorkflow(t *testing.T, tc client.Client, id string) error {
 // server holds it (its mutable state, not the visibility store).
 func searchAttribute(t *testing.T, tc client.Client, id, name string) string {
 	t.Helper()
-	desc, err := tc.DescribeWorkflowExecution(context.Background(), id, "")
+	desc, err := tc.DescribeWorkflow(context.Background(), id, "")
 	require.NoError(t, err)
-	p, ok := desc.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields()[name]
+	p, ok := desc.RawResponse.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields()[name]
 	if !ok {
 		return ""
 	}
