@@ -86,7 +86,8 @@ type SweepBatchResult struct {
 	Skipped bool `json:"skipped,omitempty"`
 	// Unlooked orders had a lookup fail (not the breaker): left for the next sweep.
 	Unlooked int `json:"unlooked,omitempty"`
-	// Running orders have a workflow running, which owns them.
+	// Running orders have a workflow running, which owns them, or had
+	// when the page was read and were ended by it before the sweep looked.
 	Running int `json:"running,omitempty"`
 	// Flagged disagreements were flagged by an earlier sweep.
 	Flagged int `json:"flagged,omitempty"`
@@ -174,7 +175,22 @@ func (w *Sweeper) SweepBatch(ctx context.Context, in SweepBatchInput) (SweepBatc
 			continue
 		}
 		if !c.Status.Final() {
-			res.Findings = append(res.Findings, finding(c.Order, FindingWorkflowGone, ActionRecover))
+			// The page was read before the look, seconds before when
+			// lookups are paced: the order's workflow may have ended it
+			// since, and a recovery started now would become the order's
+			// latest run over its own. Its status read after the look
+			// says: still open, its workflow is gone; final, it ended
+			// under the sweep, which the next sweep checks (it changed
+			// after this one's Until).
+			o, err := w.store.GetOrder(ctx, c.OrderID)
+			if err != nil {
+				return SweepBatchResult{}, err
+			}
+			if o.Status.Final() {
+				res.Running++
+				continue
+			}
+			res.Findings = append(res.Findings, finding(o, FindingWorkflowGone, ActionRecover))
 			continue
 		}
 		if err := w.limiter.Wait(ctx); err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
@@ -110,6 +111,20 @@ func TestRecordReplayHistories(t *testing.T) {
 			out, err := starter(ctx, s, "reconcile", "--json")
 			require.NoError(t, err, out)
 			resolve(id, "SUCCESS", false)
+		}, status.OrderConfirmed},
+		// RecoverWorkflow over an order already final (a second sweep's
+		// recovery, after the first's ended it): it publishes the order's
+		// statuses and ends (GetVersion "recovery-publishes-final").
+		{"recovery_of_final_order", func(id string) {
+			placeOrder(t, s, id, "P1", 1)
+			waitOrder(t, s, id, status.OrderPending, 30*time.Second)
+			resolve(id, "SUCCESS", true)
+			waitOrder(t, s, id, status.OrderConfirmed, 30*time.Second)
+			require.NoError(t, testenv.Temporal(t).GetWorkflow(ctx, workflows.PaymentWorkflowID(id), "").Get(ctx, nil))
+			_, err := testenv.Temporal(t).ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.PaymentWorkflowID(id),
+				TaskQueue: s.TaskQueue, WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE},
+				workflows.RecoverWorkflowName, workflows.RecoverInput{OrderID: id})
+			require.NoError(t, err)
 		}, status.OrderConfirmed},
 		// ReconcileWorkflow: a sweep (over a confirmed order, among the
 		// recordings' others), recorded under the sweep's own id.

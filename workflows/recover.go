@@ -22,6 +22,10 @@ import (
 // it, a sweep finds the order's workflow running and leaves it alone, and
 // no second one can start beside it.
 
+// recoveryPublishesFinal versions the search attributes a recovery that
+// finds its order already final upserts (asked only on that path).
+const recoveryPublishesFinal = "recovery-publishes-final"
+
 // Recover is RecoverWorkflow.
 func (w *Workflows) Recover(ctx workflow.Context, in RecoverInput) (State, error) {
 	if in.OrderID == "" {
@@ -35,8 +39,15 @@ func (w *Workflows) Recover(ctx workflow.Context, in RecoverInput) (State, error
 	}
 	o := r.Order
 	if !r.Found || o.Status.Final() {
-		// It ended between the sweep's look and now: nothing to recover.
-		return State{OrderID: in.OrderID, Status: o.Status, PaymentStatus: o.PaymentStatus, TransactionKey: o.TransactionKey}, nil
+		// It ended between the sweep's look and now (a second sweep's
+		// recovery after the first's): nothing to recover. This run is
+		// now the order's latest, the one Describe and the UI show: it
+		// carries the order's statuses as they stand.
+		st := State{OrderID: in.OrderID, Status: o.Status, PaymentStatus: o.PaymentStatus, TransactionKey: o.TransactionKey}
+		if r.Found && workflow.GetVersion(ctx, recoveryPublishesFinal, workflow.DefaultVersion, 1) > workflow.DefaultVersion {
+			(&payment{state: st, v: moneySafe, log: workflow.GetLogger(ctx)}).publish(ctx)
+		}
+		return st, nil
 	}
 	var tuning Tuning
 	if err := workflow.SideEffect(ctx, func(workflow.Context) any { return w.tuning }).Get(&tuning); err != nil {

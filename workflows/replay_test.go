@@ -38,6 +38,14 @@ var (
 	recordedSinceLocalCreate = []string{"create_outlasts_local_tries"}
 )
 
+// The recovery and the sweep, recorded beside the payment paths
+// (testdata/); and a recovery over a final order as recorded before it
+// published the order's statuses (testdata/before-recovery-publishes-final/).
+var (
+	recordedOtherWorkflows          = []string{"recovery_success", "recovery_of_final_order", "reconcile_sweep"}
+	recordedBeforeRecoveryPublishes = []string{"recovery_of_final_order"}
+)
+
 // The paths as recorded at money-safety version 2, before the create
 // became a local activity (testdata/v2/).
 var recordedLocalSteps = append(slices.Clone(recordedPaths), recordedSinceLocalSteps...)
@@ -83,8 +91,11 @@ func TestRecordedHistoriesReplay(t *testing.T) {
 	for _, name := range recordedPaths {
 		paths = append(paths, filepath.Join("testdata", name+".json"))
 	}
-	for _, name := range slices.Concat(recordedSinceLocalSteps, recordedSinceLocalCreate) {
+	for _, name := range slices.Concat(recordedSinceLocalSteps, recordedSinceLocalCreate, recordedOtherWorkflows) {
 		paths = append(paths, filepath.Join("testdata", name+".json"))
+	}
+	for _, name := range recordedBeforeRecoveryPublishes {
+		paths = append(paths, filepath.Join("testdata", "before-recovery-publishes-final", name+".json"))
 	}
 	for _, name := range recordedLocalSteps {
 		paths = append(paths, filepath.Join("testdata", "v2", name+".json"))
@@ -142,7 +153,7 @@ func TestReplayCatchesANonDeterministicChange(t *testing.T) {
 // workers wrote is encrypted. The one recorded before encryption, kept to
 // prove such histories still replay, is the exception it is named for.
 func TestRecordedHistoriesAreEncrypted(t *testing.T) {
-	for _, name := range slices.Concat(recordedPaths, recordedSinceLocalSteps, recordedSinceLocalCreate) {
+	for _, name := range slices.Concat(recordedPaths, recordedSinceLocalSteps, recordedSinceLocalCreate, recordedOtherWorkflows) {
 		raw, err := os.ReadFile(filepath.Join("testdata", name+".json"))
 		require.NoError(t, err)
 		text := string(raw)
