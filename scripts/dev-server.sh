@@ -15,5 +15,6 @@ exec bin/temporal server start-dev \
   --dynamic-config-value history.transferProcessorMaxPollRPS=200 \
   --dynamic-config-value matching.numTaskqueueReadPartitions=1 \
   --dynamic-config-value matching.numTaskqueueWritePartitions=1 \
+  --dynamic-config-value system.forceSearchAttributesCacheRefreshOnRead=false \
   --sqlite-pragma journal_mode=WAL --sqlite-pragma synchronous=NORMAL \
   --log-level warn "$@"

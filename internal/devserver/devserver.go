@@ -15,16 +15,21 @@ import (
 
 // TuningArgs remove the dev server's transfer poll limit and task-queue
 // partitions: with its defaults every task hop costs ~50 ms, which the
-// demo's and tests' timings cannot afford.
-//
-// The search-attribute cache stays off, as the dev server keeps it: turned
-// on it cut a sixth of the server's CPU under load, but after a restart of
-// the server (make chaos restarts it) visibility records were written
-// without OrderStatus until the cache refreshed.
+// demo's and tests' timings cannot afford. They also turn the search
+// attribute cache back on, as a production server has it: the dev server
+// turns it off so that attributes added at run time are seen at once, and
+// then reads the namespace from its database, under one lock, on every use
+// of a search attribute — each start, upsert, close and describe of an
+// order; `perf` put that at a sixth of its CPU under load. payguard's
+// attributes are registered at start (SearchAttributeArgs), before the
+// cache is first filled. (The cache was off for a while after make chaos
+// seemed to blame it for orders without OrderStatus; the cause was the
+// sweep recovering orders that had just ended, since fixed.)
 var TuningArgs = []string{
 	"--dynamic-config-value", "history.transferProcessorMaxPollRPS=200",
 	"--dynamic-config-value", "matching.numTaskqueueReadPartitions=1",
 	"--dynamic-config-value", "matching.numTaskqueueWritePartitions=1",
+	"--dynamic-config-value", "system.forceSearchAttributesCacheRefreshOnRead=false",
 }
 
 // EagerArgs let the server hand a worker the activity its workflow task
