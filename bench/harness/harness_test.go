@@ -84,3 +84,21 @@ func TestFlagsRefuseBadInputBeforeAnythingStarts(t *testing.T) {
 	assert.Equal(t, 10_000, o.Waiting)
 	assert.Equal(t, []string{"--pprof", "--poll-max", "2m"}, o.WorkerArgs)
 }
+
+// The refinement halves the gap to half an order a second and stops when
+// nothing lies between.
+func TestBetweenHalvesTheGap(t *testing.T) {
+	for _, c := range []struct {
+		lo, hi, want float64
+		ok           bool
+	}{
+		{30, 35, 32.5, true}, {30, 32.5, 31.5, true}, {32.5, 35, 34, true},
+		{0, 10, 5, true}, {30, 30.5, 0, false}, {31, 31.5, 0, false},
+	} {
+		got, ok := between(c.lo, c.hi)
+		assert.Equal(t, c.ok, ok, "%v..%v", c.lo, c.hi)
+		if c.ok {
+			assert.Equal(t, c.want, got, "%v..%v", c.lo, c.hi)
+		}
+	}
+}

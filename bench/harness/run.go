@@ -7,13 +7,16 @@
 package harness
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -32,6 +35,7 @@ type Options struct {
 	InFlight   int           // the baseline's closed loop
 	Baseline   time.Duration // how long the baseline runs
 	Rates      []float64     // payguard's open-loop steps, rising
+	Refine     int           // bisections between the last sustained rate and the first not
 	Step       time.Duration // each step's launch time
 	Waiting    int           // orders left waiting in the capacity phase
 	WorkerArgs []string      // extra worker flags (the levers under test)
@@ -43,7 +47,7 @@ type Options struct {
 
 // quick is the harness's smoke size: every phase, small and short.
 func (o *Options) quick() {
-	o.InFlight, o.Baseline, o.Rates, o.Step, o.Waiting = 4, 3*time.Second, []float64{2, 4}, 3*time.Second, 50
+	o.InFlight, o.Baseline, o.Rates, o.Step, o.Waiting, o.Refine = 4, 3*time.Second, []float64{2, 4}, 3*time.Second, 50, 0
 }
 
 func parseFlags(args []string, usage io.Writer) (Options, error) {
@@ -58,6 +62,7 @@ func parseFlags(args []string, usage io.Writer) (Options, error) {
 	fs.IntVar(&o.InFlight, "in-flight", 30, "no-op workflows kept in flight by the baseline's closed loop")
 	fs.DurationVar(&o.Baseline, "baseline", 30*time.Second, "how long the baseline runs")
 	fs.StringVar(&rates, "rates", "10,20,30,35,40,45,50,55,60", "payguard's open-loop rates (orders/s), rising; the steps stop at the first one not sustained")
+	fs.IntVar(&o.Refine, "refine", 2, "after the first rate not sustained, this many more steps halve the gap to the last sustained one")
 	fs.DurationVar(&o.Step, "step", 20*time.Second, "how long each rate launches orders")
 	fs.IntVar(&o.Waiting, "waiting", 2000, "orders left waiting in the capacity phase")
 	fs.BoolVar(&big, "waiting-10k", false, "leave 10 000 orders waiting (the memory target)")
@@ -91,6 +96,8 @@ func parseFlags(args []string, usage io.Writer) (Options, error) {
 		return o, errors.New("--in-flight, --baseline and --step must be positive")
 	case o.Waiting < 1:
 		return o, errors.New("--waiting must be at least 1")
+	case o.Refine < 0 || o.Refine > 5:
+		return o, fmt.Errorf("--refine must be within [0, 5], got %d", o.Refine)
 	}
 	for _, p := range strings.Split(o.Phases, ",") {
 		if !strings.Contains(",baseline,rates,breaker,capacity,", ","+p+",") {
@@ -192,7 +199,7 @@ func run(ctx context.Context, o Options, stdout io.Writer) error {
 
 	var confirmed, lookupOrder string
 	if o.has("rates") {
-		for _, rate := range o.Rates {
+		step := func(rate float64) Step {
 			profiled := make(chan error, 1)
 			if o.Profile && o.Step >= time.Second {
 				go func() {
@@ -218,10 +225,43 @@ func run(ctx context.Context, o Options, stdout io.Writer) error {
 					confirmed = s.OrderID
 				}
 			}
-			if !step.Sustained || ctx.Err() != nil {
+			return step
+		}
+		lo, hi := 0.0, 0.0 // the last rate sustained, the first not
+		for _, rate := range o.Rates {
+			if !step(rate).Sustained {
+				hi = rate
+				break
+			}
+			lo = rate
+			if ctx.Err() != nil {
 				break
 			}
 		}
+		// The rates' grid is coarse at the top (5 orders/s between steps
+		// by default) while the baseline is measured to a tenth: halving
+		// the gap between the last sustained rate and the first not finds
+		// the highest sustained rate to within gap/2^refine. Each step
+		// starts on a quiet server, as the first did: the failed step's
+		// backlog is not the next one's load.
+		for range o.Refine {
+			if hi == 0 || ctx.Err() != nil {
+				break
+			}
+			mid, ok := between(lo, hi)
+			if !ok {
+				break
+			}
+			if _, quiet := waitQuiet(ctx, st.Temporal.CPUTime); !quiet {
+				say("the dev server was not quiet before the %g/s step; timing it anyway", mid)
+			}
+			if step(mid).Sustained {
+				lo = mid
+			} else {
+				hi = mid
+			}
+		}
+		slices.SortStableFunc(rep.Steps, func(a, b Step) int { return cmp.Compare(a.Offered, b.Offered) })
 	}
 	rep.summarise()
 	if o.has("breaker") {
@@ -255,6 +295,13 @@ func run(ctx context.Context, o Options, stdout io.Writer) error {
 	}
 	say("wrote %s and %s", filepath.Join(o.Out, "report.json"), filepath.Join(o.Out, "report.svg"))
 	return nil
+}
+
+// between is the rate halfway from lo (sustained) to hi (not), to half an
+// order a second; false when no such rate lies strictly between them.
+func between(lo, hi float64) (float64, bool) {
+	mid := math.Round(lo+hi) / 2
+	return mid, mid > lo && mid < hi
 }
 
 func verdict(s Step) string {
