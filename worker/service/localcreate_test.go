@@ -56,23 +56,7 @@ func TestOperatorCancelDuringARefusedLocalCreateEndsTheOrderOnce(t *testing.T) {
 	}, "create on the wire")
 	// The task has run for well under its 8 s heartbeat: the server holds
 	// the request until the task completes.
-	tc := temporalClient(t)
-	id := workflows.PaymentWorkflowID(orderID)
-	require.NoError(t, tc.CancelWorkflow(ctx, id, ""))
-
-	runErr := waitWorkflow(t, tc, id)
-	got, err := s.Store.GetOrder(ctx, orderID)
-	require.NoError(t, err)
-	t.Logf("workflow ended: %v; order %s payment %s reservation %s", runErr, got.Status, got.PaymentStatus, got.Reservation)
-	t.Logf("history:\n%s", historySummary(t, tc, id))
-	assert.Contains(t, []status.Order{status.OrderFailed, status.OrderCancelled}, got.Status)
-	assert.Equal(t, store.ReservationReleased, got.Reservation)
-	assert.Equal(t, store.Stock{ProductID: "P1", Total: 5, Available: 5}, stock(t, s))
-	assert.Zero(t, s.Sim.Stats().Orders[orderID].Successful, "nothing was charged")
-	assert.Equal(t, 1, s.Sim.Stats().Orders[orderID].CreateRequests, "one create, refused")
-	assert.NoError(t, nonFailure(runErr), "after the stock is reserved the workflow never fails")
-	assert.Equal(t, string(got.Status), searchAttribute(t, tc, id, workflows.OrderStatusKey.GetName()),
-		"the closed workflow's OrderStatus says what the database says")
+	cancelARefusedCreate(t, s, orderID, 1)
 }
 
 // The same on a granted re-send: create #1's outcome is unknown (a 500),
@@ -101,6 +85,16 @@ func TestOperatorCancelDuringARefusedLocalReSendEndsTheOrderOnce(t *testing.T) {
 		list, err := s.Store.Attempts(ctx, orderID)
 		return err == nil && len(list) == 2 && list[1].State == "SENDING"
 	}, "granted create #2 on the wire")
+	cancelARefusedCreate(t, s, orderID, 2)
+}
+
+// cancelARefusedCreate cancels the order while its refused create is on
+// the wire and checks how it ended: FAILED or CANCELLED, the stock back,
+// nothing charged, every create sent counted, the workflow not failed, and
+// its OrderStatus as the database has it.
+func cancelARefusedCreate(t *testing.T, s *testenv.Stack, orderID string, creates int) {
+	t.Helper()
+	ctx := context.Background()
 	tc := temporalClient(t)
 	id := workflows.PaymentWorkflowID(orderID)
 	require.NoError(t, tc.CancelWorkflow(ctx, id, ""))
@@ -114,7 +108,7 @@ func TestOperatorCancelDuringARefusedLocalReSendEndsTheOrderOnce(t *testing.T) {
 	assert.Equal(t, store.ReservationReleased, got.Reservation)
 	assert.Equal(t, store.Stock{ProductID: "P1", Total: 5, Available: 5}, stock(t, s))
 	assert.Zero(t, s.Sim.Stats().Orders[orderID].Successful, "nothing was charged")
-	assert.Equal(t, 2, s.Sim.Stats().Orders[orderID].CreateRequests, "two creates, neither charged")
+	assert.Equal(t, creates, s.Sim.Stats().Orders[orderID].CreateRequests, "creates sent, all refused")
 	assert.NoError(t, nonFailure(runErr), "after the stock is reserved the workflow never fails")
 	assert.Equal(t, string(got.Status), searchAttribute(t, tc, id, workflows.OrderStatusKey.GetName()),
 		"the closed workflow's OrderStatus says what the database says")
