@@ -89,7 +89,7 @@ func (r Report) Table() string {
 			b.Activities, b.InFlight, b.PerSecond, b.Latency.P50, b.Latency.P99, b.Errors, b.CPU)
 	}
 	for _, s := range r.Steps {
-		fmt.Fprintf(w, "  payguard at %.0f orders/s offered\t%.1f confirmed/s\tp50 %.0f ms, p99 %.0f ms, %s; CPU per order: %s\n",
+		fmt.Fprintf(w, "  payguard at %g orders/s offered\t%.1f confirmed/s\tp50 %.0f ms, p99 %.0f ms, %s; CPU per order: %s\n",
 			s.Offered, s.Throughput, s.Latency.P50, s.Latency.P99, verdict(s), s.CPU)
 	}
 	if len(r.Steps) > 0 {
