@@ -180,8 +180,9 @@ func (w *Sweeper) SweepBatch(ctx context.Context, in SweepBatchInput) (SweepBatc
 			// since, and a recovery started now would become the order's
 			// latest run over its own. Its status read after the look
 			// says: still open, its workflow is gone; final, it ended
-			// under the sweep, which the next sweep checks (it changed
-			// after this one's Until).
+			// under the sweep, and the next sweep checks it as a final
+			// order (the worker holds --reconcile-window to at least two
+			// --reconcile-interval, so that window reaches back to now).
 			o, err := w.store.GetOrder(ctx, c.OrderID)
 			if err != nil {
 				return SweepBatchResult{}, err

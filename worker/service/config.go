@@ -136,6 +136,13 @@ func (c Config) Validate() error {
 			workflows.MinReconcileRate, c.ReconcileRate)
 	case c.ReconcileInterval > 0 && c.ReconcileInterval < time.Second:
 		return fmt.Errorf("configuration: --reconcile-interval must be 0 (off) or at least 1s, got %s", c.ReconcileInterval)
+	case c.ReconcileInterval > 0 && c.reconcileWindow() < 2*c.ReconcileInterval:
+		// A sweep checks final orders that changed within its window; an
+		// order ended just after one sweep read its page (or during a
+		// sweep the next one skipped, overlap policy skip) is checked by
+		// a later sweep only if the window reaches back that far.
+		return fmt.Errorf("configuration: --reconcile-window (%s) must be at least twice --reconcile-interval (%s): orders that end between sweeps would never be checked",
+			c.reconcileWindow(), c.ReconcileInterval)
 	case c.BreakerScope != "" && c.BreakerScope != breaker.ScopeFleet && c.BreakerScope != breaker.ScopeProcess:
 		return fmt.Errorf("configuration: --breaker-scope must be %s or %s, got %q", breaker.ScopeFleet, breaker.ScopeProcess, c.BreakerScope)
 	case c.DBMaxConns < 0 || c.StickyCacheSize < 0 || c.TaskPollers < 0:
@@ -197,6 +204,14 @@ func (c Config) callbackAuth() string {
 }
 
 // reconcileRate is ReconcileRate with its default (a Config built in code).
+// reconcileWindow is the sweep's window: 0 takes the workflow's default.
+func (c Config) reconcileWindow() time.Duration {
+	if c.ReconcileWindow == 0 {
+		return workflows.DefaultReconcileWindow
+	}
+	return c.ReconcileWindow
+}
+
 func (c Config) reconcileRate() float64 {
 	if c.ReconcileRate == 0 {
 		return workflows.DefaultReconcileRate

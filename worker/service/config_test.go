@@ -103,6 +103,9 @@ func TestWorkerFlagsRejectBadValues(t *testing.T) {
 		// 1 min): the sweep would retry its first batch for ever.
 		{"--reconcile-rate", "0.01"},
 		{"--reconcile-rate", "-1"},
+		// Orders that end between two sweeps would fall outside both.
+		{"--reconcile-interval", "5m", "--reconcile-window", "1m"},
+		{"--reconcile-interval", "13h"},
 	} {
 		_, err := service.ParseFlags(args, func(string) string { return "" }, io.Discard)
 		assert.Error(t, err, "%v", args)
@@ -187,4 +190,22 @@ func TestWorkerAndPgsimReadOneSecret(t *testing.T) {
 		assert.Equal(t, w.GatewaySecret, string(p.Secret), "%v", env)
 		assert.Equal(t, config.GatewaySecret(getenv), w.GatewaySecret)
 	}
+}
+
+// The sweep's window must reach back over two intervals; with the schedule
+// off (interval 0) any window goes, and the defaults pass.
+func TestReconcileWindowCoversTwoIntervals(t *testing.T) {
+	none := func(string) string { return "" }
+	for _, ok := range [][]string{
+		nil,
+		{"--reconcile-interval", "10m", "--reconcile-window", "20m"},
+		{"--reconcile-interval", "0", "--reconcile-window", "1m"},
+		{"--reconcile-interval", "12h"},
+	} {
+		_, err := service.ParseFlags(ok, none, io.Discard)
+		assert.NoError(t, err, "%v", ok)
+	}
+	_, err := service.ParseFlags([]string{"--reconcile-interval", "10m", "--reconcile-window", "19m"}, none, io.Discard)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "--reconcile-window (19m0s) must be at least twice --reconcile-interval (10m0s)")
 }
