@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"syscall"
 	"time"
+
+	"github.com/payguard/payguard/internal/process"
 )
 
 // Work a phase leaves behind lands in the next one: every no-op workflow
@@ -59,6 +61,10 @@ type CPUCost struct {
 	Server float64 `json:"serverMillis"`
 	Worker float64 `json:"workerMillis,omitempty"` // the payguard worker process (steps only)
 	Bench  float64 `json:"benchMillis"`            // this process: the load client, and the no-op worker in the baseline
+	// Database is PostgreSQL's backends (processes named postgres) that
+	// lived through the measure: the worker's pooled connections, not one
+	// that closed in between.
+	Database float64 `json:"databaseMillis,omitempty"`
 }
 
 // cpuMeter reads the processes' CPU times.
@@ -66,10 +72,10 @@ type cpuMeter struct {
 	server, worker func() time.Duration
 }
 
-type cpuReading struct{ server, worker, bench time.Duration }
+type cpuReading struct{ server, worker, bench, database time.Duration }
 
 func (m cpuMeter) read() cpuReading {
-	r := cpuReading{server: m.server(), bench: selfCPUTime()}
+	r := cpuReading{server: m.server(), bench: selfCPUTime(), database: process.CommandCPUTime("postgres")}
 	if m.worker != nil {
 		r.worker = m.worker()
 	}
@@ -83,7 +89,8 @@ func (m cpuMeter) per(r cpuReading, n int) CPUCost {
 	}
 	now := m.read()
 	ms := func(d time.Duration) float64 { return round2(float64(d.Microseconds()) / 1000 / float64(n)) }
-	return CPUCost{Server: ms(now.server - r.server), Worker: ms(now.worker - r.worker), Bench: ms(now.bench - r.bench)}
+	return CPUCost{Server: ms(now.server - r.server), Worker: ms(now.worker - r.worker), Bench: ms(now.bench - r.bench),
+		Database: ms(max(now.database-r.database, 0))}
 }
 
 // selfCPUTime is this process's CPU time so far.
@@ -100,5 +107,9 @@ func (c CPUCost) String() string {
 	if c.Worker > 0 {
 		s += fmt.Sprintf(", worker %.1f ms", c.Worker)
 	}
-	return s + fmt.Sprintf(", bench %.1f ms", c.Bench)
+	s += fmt.Sprintf(", bench %.1f ms", c.Bench)
+	if c.Database > 0 {
+		s += fmt.Sprintf(", postgres %.1f ms", c.Database)
+	}
+	return s
 }
