@@ -14,6 +14,7 @@ import (
 
 	"github.com/payguard/payguard/internal/testenv"
 	"github.com/payguard/payguard/status"
+	"github.com/payguard/payguard/store"
 	"github.com/payguard/payguard/worker/service"
 	"github.com/payguard/payguard/workflows"
 )
@@ -36,6 +37,18 @@ func latestRun(t *testing.T, orderID string) (workflowType, orderStatus, payment
 	return d.RawResponse.GetWorkflowExecutionInfo().GetType().GetName(), orderStatus, paymentStatus
 }
 
+// endByCallback has the gateway decide the pending order's transaction
+// (gatewayStatus) and call back, and waits until the order is want in the
+// database and its workflow has closed.
+func endByCallback(t *testing.T, s *testenv.Stack, pending store.Order, gatewayStatus string, want status.Order) store.Order {
+	t.Helper()
+	testenv.Admin(t, s.Sim, http.MethodPost, "/admin/transactions/"+pending.TransactionKey+"/resolve",
+		map[string]any{"status": gatewayStatus, "callback": true}, nil)
+	o := waitOrder(t, s, pending.OrderID, want, 30*time.Second)
+	testenv.Eventually(t, 10*time.Second, func() bool { return !workflowOpen(t, pending.OrderID) }, pending.OrderID+"'s workflow closed")
+	return o
+}
+
 // An order that its workflow ends between the sweep's page and its look is
 // left alone: no recovery starts over it, and its own run stays the latest.
 func TestReconcileLeavesAnOrderItsWorkflowEndedUnderTheSweep(t *testing.T) {
@@ -48,10 +61,7 @@ func TestReconcileLeavesAnOrderItsWorkflowEndedUnderTheSweep(t *testing.T) {
 	for i := range ahead {
 		id := fmt.Sprintf("race-%d", i)
 		placeOrder(t, s, id, "P1", 1)
-		o := waitOrder(t, s, id, status.OrderPending, 30*time.Second)
-		testenv.Admin(t, s.Sim, http.MethodPost, "/admin/transactions/"+o.TransactionKey+"/resolve",
-			map[string]any{"status": "SUCCESS", "callback": true}, nil)
-		waitOrder(t, s, id, status.OrderConfirmed, 30*time.Second)
+		endByCallback(t, s, waitOrder(t, s, id, status.OrderPending, 30*time.Second), "SUCCESS", status.OrderConfirmed)
 	}
 	placeOrder(t, s, "race-open", "P1", 1)
 	open := waitOrder(t, s, "race-open", status.OrderPending, 30*time.Second)
@@ -74,10 +84,7 @@ func TestReconcileLeavesAnOrderItsWorkflowEndedUnderTheSweep(t *testing.T) {
 	}, "the sweep read its page")
 
 	// The open order ends CONFIRMED while the sweep paces its lookups.
-	testenv.Admin(t, s.Sim, http.MethodPost, "/admin/transactions/"+open.TransactionKey+"/resolve",
-		map[string]any{"status": "SUCCESS", "callback": true}, nil)
-	waitOrder(t, s, "race-open", status.OrderConfirmed, 30*time.Second)
-	testenv.Eventually(t, 10*time.Second, func() bool { return !workflowOpen(t, "race-open") }, "its workflow closed")
+	endByCallback(t, s, open, "SUCCESS", status.OrderConfirmed)
 
 	var res workflows.ReconcileResult
 	require.NoError(t, run.Get(ctx, &res))
@@ -110,11 +117,7 @@ func TestRecoveryOfAFinalOrderPublishesItsStatus(t *testing.T) {
 		{"final-failed", "FAILED", status.OrderFailed, status.PaymentFailed},
 	} {
 		placeOrder(t, s, tc.id, "P1", 1)
-		o := waitOrder(t, s, tc.id, status.OrderPending, 30*time.Second)
-		testenv.Admin(t, s.Sim, http.MethodPost, "/admin/transactions/"+o.TransactionKey+"/resolve",
-			map[string]any{"status": tc.resolved, "callback": true}, nil)
-		before := waitOrder(t, s, tc.id, tc.want, 30*time.Second)
-		testenv.Eventually(t, 10*time.Second, func() bool { return !workflowOpen(t, tc.id) }, "its workflow closed")
+		before := endByCallback(t, s, waitOrder(t, s, tc.id, status.OrderPending, 30*time.Second), tc.resolved, tc.want)
 
 		run, err := testenv.Temporal(t).ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 			ID: workflows.PaymentWorkflowID(tc.id), TaskQueue: s.TaskQueue,

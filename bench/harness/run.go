@@ -199,7 +199,7 @@ func run(ctx context.Context, o Options, stdout io.Writer) error {
 
 	var confirmed, lookupOrder string
 	if o.has("rates") {
-		step := func(rate float64) Step {
+		runRate := func(rate float64) Step {
 			profiled := make(chan error, 1)
 			if o.Profile && o.Step >= time.Second {
 				go func() {
@@ -229,7 +229,7 @@ func run(ctx context.Context, o Options, stdout io.Writer) error {
 		}
 		lo, hi := 0.0, 0.0 // the last rate sustained, the first not
 		for _, rate := range o.Rates {
-			if !step(rate).Sustained {
+			if !runRate(rate).Sustained {
 				hi = rate
 				break
 			}
@@ -255,7 +255,7 @@ func run(ctx context.Context, o Options, stdout io.Writer) error {
 			if _, quiet := waitQuiet(ctx, st.Temporal.CPUTime); !quiet {
 				say("the dev server was not quiet before the %g/s step; timing it anyway", mid)
 			}
-			if step(mid).Sustained {
+			if runRate(mid).Sustained {
 				lo = mid
 			} else {
 				hi = mid

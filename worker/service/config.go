@@ -203,8 +203,8 @@ func (c Config) callbackAuth() string {
 	return c.CallbackAuth
 }
 
-// reconcileRate is ReconcileRate with its default (a Config built in code).
-// reconcileWindow is the sweep's window: 0 takes the workflow's default.
+// reconcileWindow is ReconcileWindow with its default, the one the sweep
+// itself takes for 0 (a Config built in code).
 func (c Config) reconcileWindow() time.Duration {
 	if c.ReconcileWindow == 0 {
 		return workflows.DefaultReconcileWindow
@@ -212,6 +212,7 @@ func (c Config) reconcileWindow() time.Duration {
 	return c.ReconcileWindow
 }
 
+// reconcileRate is ReconcileRate with its default (a Config built in code).
 func (c Config) reconcileRate() float64 {
 	if c.ReconcileRate == 0 {
 		return workflows.DefaultReconcileRate
