@@ -65,19 +65,25 @@ type CPUCost struct {
 	// lived through the measure: the worker's pooled connections, not one
 	// that closed in between.
 	Database float64 `json:"databaseMillis,omitempty"`
+	// Gateway is pgsim's (steps only): the simulated gateway's creates and
+	// callbacks, which run on the bench's machine beside payguard.
+	Gateway float64 `json:"gatewayMillis,omitempty"`
 }
 
 // cpuMeter reads the processes' CPU times.
 type cpuMeter struct {
-	server, worker func() time.Duration
+	server, worker, gateway func() time.Duration
 }
 
-type cpuReading struct{ server, worker, bench, database time.Duration }
+type cpuReading struct{ server, worker, bench, database, gateway time.Duration }
 
 func (m cpuMeter) read() cpuReading {
 	r := cpuReading{server: m.server(), bench: selfCPUTime(), database: process.CommandCPUTime("postgres")}
 	if m.worker != nil {
 		r.worker = m.worker()
+	}
+	if m.gateway != nil {
+		r.gateway = m.gateway()
 	}
 	return r
 }
@@ -90,7 +96,7 @@ func (m cpuMeter) per(r cpuReading, n int) CPUCost {
 	now := m.read()
 	ms := func(d time.Duration) float64 { return round2(float64(d.Microseconds()) / 1000 / float64(n)) }
 	return CPUCost{Server: ms(now.server - r.server), Worker: ms(now.worker - r.worker), Bench: ms(now.bench - r.bench),
-		Database: ms(max(now.database-r.database, 0))}
+		Database: ms(max(now.database-r.database, 0)), Gateway: ms(now.gateway - r.gateway)}
 }
 
 // selfCPUTime is this process's CPU time so far.
@@ -110,6 +116,9 @@ func (c CPUCost) String() string {
 	s += fmt.Sprintf(", bench %.1f ms", c.Bench)
 	if c.Database > 0 {
 		s += fmt.Sprintf(", postgres %.1f ms", c.Database)
+	}
+	if c.Gateway > 0 {
+		s += fmt.Sprintf(", pgsim %.1f ms", c.Gateway)
 	}
 	return s
 }

@@ -169,7 +169,7 @@ func run(ctx context.Context, o Options, stdout io.Writer) error {
 		return err
 	}
 	w := st.Workers[0]
-	cpu := cpuMeter{server: st.Temporal.CPUTime, worker: w.CPUTime}
+	cpu := cpuMeter{server: st.Temporal.CPUTime, worker: w.CPUTime, gateway: st.Pgsim.CPUTime}
 
 	nw, err := startNoopWorker(st.Client)
 	if err != nil {

@@ -122,6 +122,10 @@ func startPgsim(ctx context.Context, o Options) (*Pgsim, error) {
 	return p, p.proc.WaitFor(ctx, 30*time.Second, "admin API", process.HTTPOK(p.AdminURL+"/admin/faults"))
 }
 
+// CPUTime is pgsim's CPU time so far (the bench's cost per order: the
+// gateway shares the machine in the bench, as it would not in production).
+func (p *Pgsim) CPUTime() time.Duration { return p.proc.CPUTime() }
+
 // Worker is one worker process.
 type Worker struct {
 	N            int
