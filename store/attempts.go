@@ -119,7 +119,7 @@ func mayResend(attempts []Attempt, req AttemptRequest) bool {
 // PENDING) in the same transaction, and mayResend then decides.
 func (s *Store) BeginAttempt(ctx context.Context, req AttemptRequest) (Begun, error) {
 	var b Begun
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, func(tx *tx) error {
 		var orderStatus status.Order
 		err := tx.QueryRow(ctx, `SELECT status FROM orders WHERE order_id = $1 FOR UPDATE`, req.OrderID).Scan(&orderStatus)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -155,7 +155,7 @@ func (s *Store) BeginAttempt(ctx context.Context, req AttemptRequest) (Begun, er
 		if err := movePayment(ctx, tx, Change{OrderID: req.OrderID, Payment: status.PaymentRequested, Cause: cause}); err != nil {
 			return err
 		}
-		return appendEvent(ctx, tx, Event{OrderID: req.OrderID, Kind: KindAttempt, To: "SENDING", Cause: cause,
+		return appendEvent(tx, Event{OrderID: req.OrderID, Kind: KindAttempt, To: "SENDING", Cause: cause,
 			Detail: map[string]any{"grant": req.Grant}})
 	})
 	return b, err
@@ -196,7 +196,7 @@ func (s *Store) PeekAttempt(ctx context.Context, req AttemptRequest) (Begun, err
 // closeLost closes an attempt left SENDING as UNKNOWN, with the payment and
 // order moves that answer means. The row is committed, not rolled back: it is
 // the record that the gateway must now be asked what it knows.
-func closeLost(ctx context.Context, tx pgx.Tx, orderID string) error {
+func closeLost(ctx context.Context, tx *tx, orderID string) error {
 	var lost int
 	err := tx.QueryRow(ctx, `
 		UPDATE payment_attempts SET state = 'ANSWERED', outcome = 'UNKNOWN', answered_at = clock_timestamp(),
@@ -208,7 +208,7 @@ func closeLost(ctx context.Context, tx pgx.Tx, orderID string) error {
 	if err != nil {
 		return fmt.Errorf("close attempt in flight: %w", err)
 	}
-	if err := appendEvent(ctx, tx, Event{OrderID: orderID, Kind: KindAnomaly, Cause: "create sent and never answered",
+	if err := appendEvent(tx, Event{OrderID: orderID, Kind: KindAnomaly, Cause: "create sent and never answered",
 		Detail: map[string]any{"attempt_no": lost}}); err != nil {
 		return err
 	}
@@ -255,7 +255,7 @@ func answerChange(a Answer, earlierUnknown bool) Change {
 // answer recorded and the order not moved. Recording the same answer again
 // is a no-op; another answer for an attempt already closed is refused.
 func (s *Store) FinishAttempt(ctx context.Context, a Answer) error {
-	return s.inTx(ctx, func(tx pgx.Tx) error {
+	return s.inTx(ctx, func(tx *tx) error {
 		tag, err := tx.Exec(ctx, `
 			UPDATE payment_attempts SET state = 'ANSWERED', outcome = $3, transaction_key = NULLIF($4, ''),
 			       reason = $5, detail = $6, answered_at = clock_timestamp()
@@ -281,7 +281,7 @@ func (s *Store) FinishAttempt(ctx context.Context, a Answer) error {
 			}
 			return &TransitionError{Entity: "attempt", OrderID: a.OrderID, From: current, To: a.Outcome}
 		}
-		if err := appendEvent(ctx, tx, Event{OrderID: a.OrderID, Kind: KindAttempt, From: "SENDING", To: a.Outcome,
+		if err := appendEvent(tx, Event{OrderID: a.OrderID, Kind: KindAttempt, From: "SENDING", To: a.Outcome,
 			Cause: fmt.Sprintf("create #%d answered", a.No), Detail: map[string]any{"transaction_key": a.TransactionKey, "detail": a.Detail}}); err != nil {
 			return err
 		}

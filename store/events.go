@@ -40,10 +40,24 @@ func (s *Store) RecordEvent(ctx context.Context, e Event) error {
 	if e.OrderID == "" || e.Kind == "" || e.Cause == "" {
 		return fmt.Errorf("%w: an event needs an order id, a kind and a cause", ErrInvalid)
 	}
-	return s.inTx(ctx, func(tx pgx.Tx) error { return appendEvent(ctx, tx, e) })
+	return s.inTx(ctx, func(tx *tx) error { return appendEvent(tx, e) })
 }
 
-func appendEvent(ctx context.Context, tx pgx.Tx, e Event) error {
+// tx is one of the store's transactions: the pgx transaction and the
+// event-log lines its steps have appended so far. A step's lines are
+// written by flush, in one statement just before the commit, not one
+// round trip each: nothing reads the log inside a transaction, and the
+// lines land or vanish with the transaction's other writes as before.
+type tx struct {
+	pgx.Tx
+	events []eventLine
+}
+
+// eventLine is an Event as flush writes it.
+type eventLine struct{ orderID, kind, from, to, cause, detail string }
+
+// appendEvent adds a line to tx's event log, in order.
+func appendEvent(tx *tx, e Event) error {
 	detail := e.Detail
 	if detail == nil {
 		detail = map[string]any{}
@@ -52,11 +66,31 @@ func appendEvent(ctx context.Context, tx pgx.Tx, e Event) error {
 	if err != nil {
 		return fmt.Errorf("encode event detail: %w", err)
 	}
+	tx.events = append(tx.events, eventLine{e.OrderID, e.Kind, e.From, e.To, e.Cause, string(raw)})
+	return nil
+}
+
+// flush writes tx's event lines in the order they were appended (their
+// event_ids rise in that order) and empties the queue.
+func (tx *tx) flush(ctx context.Context) error {
+	if len(tx.events) == 0 {
+		return nil
+	}
+	var cols [6][]string
+	for _, l := range tx.events {
+		for i, v := range [6]string{l.orderID, l.kind, l.from, l.to, l.cause, l.detail} {
+			cols[i] = append(cols[i], v)
+		}
+	}
 	if _, err := tx.Exec(ctx, `
-		INSERT INTO payment_events (order_id, kind, from_status, to_status, cause, detail) VALUES ($1, $2, $3, $4, $5, $6)`,
-		e.OrderID, e.Kind, e.From, e.To, e.Cause, raw); err != nil {
+		INSERT INTO payment_events (order_id, kind, from_status, to_status, cause, detail)
+		SELECT order_id, kind, from_status, to_status, cause, detail::jsonb
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[]) WITH ORDINALITY
+		     AS e(order_id, kind, from_status, to_status, cause, detail, n)
+		ORDER BY n`, cols[0], cols[1], cols[2], cols[3], cols[4], cols[5]); err != nil {
 		return fmt.Errorf("append event: %w", err)
 	}
+	tx.events = tx.events[:0]
 	return nil
 }
 

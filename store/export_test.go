@@ -2,8 +2,6 @@ package store
 
 import (
 	"context"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // Test-only doors into the store: the tests exercise the reservation rule
@@ -13,13 +11,13 @@ import (
 // Commit turns the order's held stock into sold stock, once. Committing
 // again is a no-op; committing a released reservation is ErrReservationSettled.
 func (s *Store) Commit(ctx context.Context, orderID, cause string) error {
-	return s.inTx(ctx, func(tx pgx.Tx) error { return settleReservation(ctx, tx, orderID, ReservationCommitted, cause) })
+	return s.inTx(ctx, func(tx *tx) error { return settleReservation(ctx, tx, orderID, ReservationCommitted, cause) })
 }
 
 // Release gives the order's held stock back, once. Releasing again is a
 // no-op; releasing a committed reservation is ErrReservationSettled.
 func (s *Store) Release(ctx context.Context, orderID, cause string) error {
-	return s.inTx(ctx, func(tx pgx.Tx) error { return settleReservation(ctx, tx, orderID, ReservationReleased, cause) })
+	return s.inTx(ctx, func(tx *tx) error { return settleReservation(ctx, tx, orderID, ReservationReleased, cause) })
 }
 
 // SchemaVersion reports the applied migration version.

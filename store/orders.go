@@ -62,7 +62,7 @@ func (s *Store) Reserve(ctx context.Context, o NewOrder) (Order, error) {
 			ErrInvalid, o.OrderID, o.ProductID, o.Quantity, o.Amount)
 	}
 	var rejected bool
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, func(tx *tx) error {
 		tag, err := tx.Exec(ctx, `
 			INSERT INTO orders (order_id, product_id, quantity, amount, user_id, status, deadline)
 			VALUES ($1, $2, $3, $4, $5, 'RESERVING', $6) ON CONFLICT (order_id) DO NOTHING`,
@@ -84,7 +84,7 @@ func (s *Store) Reserve(ctx context.Context, o NewOrder) (Order, error) {
 			rejected = existing.Status == status.OrderRejected
 			return nil
 		}
-		if err := appendEvent(ctx, tx, Event{OrderID: o.OrderID, Kind: KindOrder, To: string(status.OrderReserving), Cause: "order placed"}); err != nil {
+		if err := appendEvent(tx, Event{OrderID: o.OrderID, Kind: KindOrder, To: string(status.OrderReserving), Cause: "order placed"}); err != nil {
 			return err
 		}
 		tag, err = tx.Exec(ctx, `
@@ -102,7 +102,7 @@ func (s *Store) Reserve(ctx context.Context, o NewOrder) (Order, error) {
 			o.OrderID, o.ProductID, o.Quantity); err != nil {
 			return fmt.Errorf("insert reservation: %w", err)
 		}
-		if err := appendEvent(ctx, tx, Event{OrderID: o.OrderID, Kind: KindReservation, To: ReservationHeld,
+		if err := appendEvent(tx, Event{OrderID: o.OrderID, Kind: KindReservation, To: ReservationHeld,
 			Cause: "stock reserved", Detail: map[string]any{"product_id": o.ProductID, "quantity": o.Quantity}}); err != nil {
 			return err
 		}
@@ -134,7 +134,7 @@ func checkIDs(o NewOrder) error {
 // settleReservation moves a HELD reservation to COMMITTED or RELEASED. The
 // conditional UPDATE locks the row, so of two concurrent settlements exactly
 // one matches; the other then sees the settled state.
-func settleReservation(ctx context.Context, tx pgx.Tx, orderID, to, cause string) error {
+func settleReservation(ctx context.Context, tx *tx, orderID, to, cause string) error {
 	var productID string
 	var qty int64
 	err := tx.QueryRow(ctx, `
@@ -165,7 +165,7 @@ func settleReservation(ctx context.Context, tx pgx.Tx, orderID, to, cause string
 	if _, err := tx.Exec(ctx, update, productID, qty); err != nil {
 		return fmt.Errorf("move stock: %w", err)
 	}
-	return appendEvent(ctx, tx, Event{OrderID: orderID, Kind: KindReservation, From: ReservationHeld, To: to, Cause: cause,
+	return appendEvent(tx, Event{OrderID: orderID, Kind: KindReservation, From: ReservationHeld, To: to, Cause: cause,
 		Detail: map[string]any{"product_id": productID, "quantity": qty}})
 }
 
@@ -195,13 +195,18 @@ func (s *Store) Advance(ctx context.Context, c Change) error {
 	if c.OrderID == "" || c.Cause == "" {
 		return fmt.Errorf("%w: change needs an order id and a cause", ErrInvalid)
 	}
-	return s.inTx(ctx, func(tx pgx.Tx) error { return advance(ctx, tx, c) })
+	return s.inTx(ctx, func(tx *tx) error { return advance(ctx, tx, c) })
 }
 
 // advance is Advance inside a transaction the caller holds.
-func advance(ctx context.Context, tx pgx.Tx, c Change) error {
+func advance(ctx context.Context, tx *tx, c Change) error {
+	// The lock and the transition table's word on the order's move come in
+	// one round trip.
 	var current status.Order
-	err := tx.QueryRow(ctx, `SELECT status FROM orders WHERE order_id = $1 FOR UPDATE`, c.OrderID).Scan(&current)
+	var legal bool
+	err := tx.QueryRow(ctx, `
+		SELECT o.status, EXISTS (SELECT 1 FROM order_transitions t WHERE t.from_status = o.status AND t.to_status = $2)
+		FROM orders o WHERE o.order_id = $1 FOR UPDATE OF o`, c.OrderID, string(c.Order)).Scan(&current, &legal)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("%w: order %s", ErrNotFound, c.OrderID)
 	}
@@ -211,15 +216,8 @@ func advance(ctx context.Context, tx pgx.Tx, c Change) error {
 	// Check the order's move before touching stock: a refused move then
 	// reports the status it was refused from, not the reservation's state
 	// (the transaction rolls back either way).
-	if c.Order != "" && c.Order != current {
-		var legal bool
-		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM order_transitions WHERE from_status = $1 AND to_status = $2)`,
-			current, c.Order).Scan(&legal); err != nil {
-			return err
-		}
-		if !legal {
-			return &TransitionError{Entity: "order", OrderID: c.OrderID, From: string(current), To: string(c.Order)}
-		}
+	if c.Order != "" && c.Order != current && !legal {
+		return &TransitionError{Entity: "order", OrderID: c.OrderID, From: string(current), To: string(c.Order)}
 	}
 	if c.Reservation != KeepReservation {
 		if err := settleReservation(ctx, tx, c.OrderID, c.Reservation, c.Cause); err != nil {
@@ -238,7 +236,7 @@ func advance(ctx context.Context, tx pgx.Tx, c Change) error {
 }
 
 // moveOrder changes an order's status when the transition table allows it.
-func moveOrder(ctx context.Context, tx pgx.Tx, orderID string, to status.Order, cause string) error {
+func moveOrder(ctx context.Context, tx *tx, orderID string, to status.Order, cause string) error {
 	var from status.Order
 	err := tx.QueryRow(ctx, `
 		WITH old AS (SELECT status FROM orders WHERE order_id = $1 FOR UPDATE)
@@ -263,15 +261,21 @@ func moveOrder(ctx context.Context, tx pgx.Tx, orderID string, to status.Order, 
 	if err != nil {
 		return fmt.Errorf("move order: %w", err)
 	}
-	return appendEvent(ctx, tx, Event{OrderID: orderID, Kind: KindOrder, From: string(from), To: string(to), Cause: cause})
+	return appendEvent(tx, Event{OrderID: orderID, Kind: KindOrder, From: string(from), To: string(to), Cause: cause})
 }
 
 // movePayment creates the payment row on first use and otherwise moves it
 // along the payment transition table.
-func movePayment(ctx context.Context, tx pgx.Tx, c Change) error {
+func movePayment(ctx context.Context, tx *tx, c Change) error {
+	// The lock and the transition table's word on the move (to c.Payment,
+	// or to the status held when it is "") come in one round trip.
 	var from status.Payment
 	var key *string
-	err := tx.QueryRow(ctx, `SELECT status, transaction_key FROM payments WHERE order_id = $1 FOR UPDATE`, c.OrderID).Scan(&from, &key)
+	var legal bool
+	err := tx.QueryRow(ctx, `
+		SELECT p.status, p.transaction_key,
+		       EXISTS (SELECT 1 FROM payment_transitions t WHERE t.from_status = p.status AND t.to_status = COALESCE(NULLIF($2, ''), p.status))
+		FROM payments p WHERE p.order_id = $1 FOR UPDATE OF p`, c.OrderID, string(c.Payment)).Scan(&from, &key, &legal)
 	if errors.Is(err, pgx.ErrNoRows) {
 		to := c.Payment
 		if to == "" {
@@ -281,7 +285,7 @@ func movePayment(ctx context.Context, tx pgx.Tx, c Change) error {
 			c.OrderID, to, c.TransactionKey, c.Reason); err != nil {
 			return fmt.Errorf("insert payment: %w", err)
 		}
-		return appendEvent(ctx, tx, Event{OrderID: c.OrderID, Kind: KindPayment, To: string(to), Cause: c.Cause,
+		return appendEvent(tx, Event{OrderID: c.OrderID, Kind: KindPayment, To: string(to), Cause: c.Cause,
 			Detail: paymentDetail(c)})
 	}
 	if err != nil {
@@ -295,15 +299,8 @@ func movePayment(ctx context.Context, tx pgx.Tx, c Change) error {
 	if to == from && sameKey {
 		return nil
 	}
-	if to != from {
-		var legal bool
-		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM payment_transitions WHERE from_status = $1 AND to_status = $2)`,
-			from, to).Scan(&legal); err != nil {
-			return err
-		}
-		if !legal {
-			return &TransitionError{Entity: "payment", OrderID: c.OrderID, From: string(from), To: string(to)}
-		}
+	if to != from && !legal {
+		return &TransitionError{Entity: "payment", OrderID: c.OrderID, From: string(from), To: string(to)}
 	}
 	if _, err := tx.Exec(ctx, `
 		UPDATE payments SET status = $2, transaction_key = COALESCE(NULLIF($3, ''), transaction_key),
@@ -311,7 +308,7 @@ func movePayment(ctx context.Context, tx pgx.Tx, c Change) error {
 		WHERE order_id = $1`, c.OrderID, to, c.TransactionKey, c.Reason); err != nil {
 		return fmt.Errorf("update payment: %w", err)
 	}
-	return appendEvent(ctx, tx, Event{OrderID: c.OrderID, Kind: KindPayment, From: string(from), To: string(to), Cause: c.Cause,
+	return appendEvent(tx, Event{OrderID: c.OrderID, Kind: KindPayment, From: string(from), To: string(to), Cause: c.Cause,
 		Detail: paymentDetail(c)})
 }
 

@@ -105,8 +105,16 @@ func (s *Store) Migrate(ctx context.Context) error {
 
 // inTx runs fn in a transaction, committing when it returns nil. A commit
 // that fails is an error too: the caller must not believe a change landed.
-func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	return pgx.BeginFunc(ctx, s.pool, fn)
+// The event-log lines fn appends are written together just before the
+// commit (tx.flush).
+func (s *Store) inTx(ctx context.Context, fn func(tx *tx) error) error {
+	return pgx.BeginFunc(ctx, s.pool, func(ptx pgx.Tx) error {
+		t := &tx{Tx: ptx}
+		if err := fn(t); err != nil {
+			return err
+		}
+		return t.flush(ctx)
+	})
 }
 
 // pgCode returns the SQLSTATE of a PostgreSQL error, or "".

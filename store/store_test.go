@@ -318,3 +318,40 @@ func mustPath(t *testing.T, raw string) string {
 	require.NoError(t, err)
 	return u.Path
 }
+
+// A transaction writes its event-log lines together just before it commits
+// (tx.flush): they keep the order the steps appended them in, with their
+// details, and a transaction that is refused leaves none.
+func TestTransactionsLogTheirEventsInOrder(t *testing.T) {
+	t.Parallel()
+	s, ctx := stocked(t, 10)
+	_, err := s.Reserve(ctx, newOrder("o1", 2))
+	require.NoError(t, err)
+	begun, err := s.BeginAttempt(ctx, store.AttemptRequest{OrderID: "o1"})
+	require.NoError(t, err)
+	require.NoError(t, s.FinishAttempt(ctx, store.Answer{OrderID: "o1", No: begun.Attempt.No, Outcome: store.OutcomeAccepted, TransactionKey: "tx1"}))
+	confirm := store.Change{OrderID: "o1", Order: status.OrderConfirmed, Payment: status.PaymentSuccess,
+		Reservation: store.CommitReservation, Cause: "callback SUCCESS"}
+	require.NoError(t, s.Advance(ctx, confirm))
+	err = s.Advance(ctx, store.Change{OrderID: "o1", Order: status.OrderCancelled, Payment: status.PaymentCancelled,
+		Reservation: store.ReleaseReservation, Cause: "too late"})
+	require.ErrorIs(t, err, store.ErrIllegalTransition)
+
+	events, err := s.Events(ctx, "o1")
+	require.NoError(t, err)
+	var lines []string
+	for i, e := range events {
+		lines = append(lines, e.Kind+" "+e.From+">"+e.To)
+		if i > 0 {
+			assert.Greater(t, e.ID, events[i-1].ID)
+		}
+	}
+	assert.Equal(t, []string{
+		"ORDER >RESERVING", "RESERVATION >HELD", "ORDER RESERVING>REQUESTING", // Reserve
+		"PAYMENT >REQUESTED", "ATTEMPT >SENDING", // BeginAttempt
+		"ATTEMPT SENDING>ACCEPTED", "PAYMENT REQUESTED>PENDING", "ORDER REQUESTING>PENDING", // FinishAttempt
+		"RESERVATION HELD>COMMITTED", "PAYMENT PENDING>SUCCESS", "ORDER PENDING>CONFIRMED", // confirm; the refused cancel left nothing
+	}, lines)
+	assert.Equal(t, map[string]any{"product_id": "P1", "quantity": float64(2)}, events[1].Detail)
+	assert.Equal(t, "tx1", events[6].Detail["transaction_key"])
+}
