@@ -41,6 +41,10 @@ func TestQuickBenchRunsEveryPhaseOnTheRealStack(t *testing.T) {
 	assert.Zero(t, r.Baseline.Errors, r.Baseline.FirstError)
 	assert.Positive(t, r.Baseline.CPU.Server, "the dev server's CPU per no-op workflow is measured")
 	assert.Zero(t, r.Baseline.CPU.Worker, "the payguard worker is not part of the baseline")
+	require.NotNil(t, r.BaselineAfter, "the steps are bracketed by a second baseline")
+	assert.Positive(t, r.BaselineAfter.Completed)
+	assert.Zero(t, r.BaselineAfter.Errors, r.BaselineAfter.FirstError)
+	assert.InDelta(t, (r.Baseline.PerSecond+r.BaselineAfter.PerSecond)/2, r.BaselinePerSecond, 0.01, "the ratio's divisor is the baselines' mean")
 	assert.LessOrEqual(t, r.QuietWaitSec, quietLimit.Seconds()+1, "the wait for a quiet server is bounded")
 	require.NotEmpty(t, r.Steps)
 	for _, s := range r.Steps {
@@ -101,4 +105,21 @@ func TestBetweenHalvesTheGap(t *testing.T) {
 			assert.Equal(t, c.want, got, "%v..%v", c.lo, c.hi)
 		}
 	}
+}
+
+// The headline divides by the mean of the baselines that bracket the steps,
+// or by the one baseline when only one ran; only sustained steps count.
+func TestRatioIsAgainstTheBaselinesMean(t *testing.T) {
+	steps := []Step{{Throughput: 40, Sustained: true}, {Throughput: 44, Sustained: true}, {Throughput: 46}}
+	r := Report{Baseline: &Baseline{PerSecond: 48}, BaselineAfter: &Baseline{PerSecond: 40}, Steps: steps}
+	r.summarise()
+	assert.Equal(t, 44.0, r.Sustained)
+	assert.Equal(t, 44.0, r.BaselinePerSecond)
+	assert.Equal(t, 1.0, r.Ratio)
+	assert.Contains(t, r.Table(), "no-op baseline again")
+
+	r.BaselineAfter = nil
+	r.summarise()
+	assert.Equal(t, 48.0, r.BaselinePerSecond)
+	assert.Equal(t, 0.92, r.Ratio)
 }

@@ -171,24 +171,32 @@ func run(ctx context.Context, o Options, stdout io.Writer) error {
 	w := st.Workers[0]
 	cpu := cpuMeter{server: st.Temporal.CPUTime, worker: w.CPUTime, gateway: st.Pgsim.CPUTime}
 
-	nw, err := startNoopWorker(st.Client)
-	if err != nil {
-		return err
-	}
-	// Warm both paths up (connections, caches) before anything is timed.
-	runBaseline(ctx, st.Client, 2, time.Second, "warm-noop")
-	runStep(ctx, st.Client, 5, time.Second, nil)
-
-	if o.has("baseline") {
-		say("baseline: no-op workflow of %d activities, %d in flight for %s...", happyPathActivities, o.InFlight, o.Baseline)
+	// baseline runs the no-op phase on a worker of its own that stops
+	// with it, so that the bench process does not serve no-op tasks while
+	// payguard is timed.
+	baseline := func(when string) (*Baseline, error) {
+		nw, err := startNoopWorker(st.Client)
+		if err != nil {
+			return nil, err
+		}
+		defer nw.Stop()
+		runBaseline(ctx, st.Client, 2, time.Second, "warm-noop-"+when)
+		say("baseline %s: no-op workflow of %d activities, %d in flight for %s...", when, happyPathActivities, o.InFlight, o.Baseline)
 		noopCPU := cpuMeter{server: st.Temporal.CPUTime} // the no-op worker is this process
 		before := noopCPU.read()
 		b := runBaseline(ctx, st.Client, o.InFlight, o.Baseline, "noop-"+strconv.FormatInt(time.Now().UnixNano(), 36))
 		b.CPU = noopCPU.per(before, b.Completed)
-		rep.Baseline = &b
-		say("baseline: %.1f workflows/s, p50 %.0f ms, p99 %.0f ms, %d errors", b.PerSecond, b.Latency.P50, b.Latency.P99, b.Errors)
+		say("baseline %s: %.1f workflows/s, p50 %.0f ms, p99 %.0f ms, %d errors", when, b.PerSecond, b.Latency.P50, b.Latency.P99, b.Errors)
+		return &b, nil
 	}
-	nw.Stop()
+	// Warm payguard's path up (connections, caches) before anything is timed.
+	runStep(ctx, st.Client, 5, time.Second, nil)
+
+	if o.has("baseline") {
+		if rep.Baseline, err = baseline("before"); err != nil {
+			return err
+		}
+	}
 	if o.has("rates") {
 		waited, quiet := waitQuiet(ctx, st.Temporal.CPUTime)
 		rep.QuietWaitSec = round2(waited.Seconds())
@@ -262,6 +270,17 @@ func run(ctx context.Context, o Options, stdout io.Writer) error {
 			}
 		}
 		slices.SortStableFunc(rep.Steps, func(a, b Step) int { return cmp.Compare(a.Offered, b.Offered) })
+	}
+	// The machine's speed drifts over a run (by a tenth within a quarter
+	// of an hour here): a second baseline after the steps brackets them,
+	// and the ratio is taken against the two baselines' mean.
+	if o.has("baseline") && o.has("rates") {
+		if _, quiet := waitQuiet(ctx, st.Temporal.CPUTime); !quiet {
+			say("the dev server was not quiet before the second baseline; timing it anyway")
+		}
+		if rep.BaselineAfter, err = baseline("after"); err != nil {
+			return err
+		}
 	}
 	rep.summarise()
 	if o.has("breaker") {

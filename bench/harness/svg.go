@@ -22,9 +22,7 @@ func (r Report) SVG() string {
 	for _, s := range r.Steps {
 		maxRate = math.Max(maxRate, math.Max(s.Offered, s.Throughput))
 	}
-	if r.Baseline != nil {
-		maxRate = math.Max(maxRate, r.Baseline.PerSecond)
-	}
+	maxRate = math.Max(maxRate, r.BaselinePerSecond)
 	maxRate *= 1.1
 	x := func(rate float64) float64 { return left + (width-left-right)*rate/maxRate }
 	yRate := func(rate float64) float64 { return topY + topH - topH*rate/maxRate }
@@ -44,10 +42,11 @@ func (r Report) SVG() string {
 	}
 	fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#bbbbbb" stroke-dasharray="2,3"/>`+"\n", x(0), yRate(0), x(maxRate), yRate(maxRate))
 	if bl := r.Baseline; bl != nil {
+		at := yRate(r.BaselinePerSecond)
 		fmt.Fprintf(&b, `<line x1="%.0f" x2="%.0f" y1="%.1f" y2="%.1f" stroke="#1565c0" stroke-width="2" stroke-dasharray="8,4"/>`+"\n",
-			left, width-right, yRate(bl.PerSecond), yRate(bl.PerSecond))
+			left, width-right, at, at)
 		fmt.Fprintf(&b, `<text x="%.0f" y="%.1f" fill="#1565c0">no-op baseline %.1f workflows/s (%d in flight)</text>`+"\n",
-			left+6, yRate(bl.PerSecond)-5, bl.PerSecond, bl.InFlight)
+			left+6, at-5, r.BaselinePerSecond, bl.InFlight)
 	}
 	polyline(&b, r.Steps, "#2e7d32", func(s Step) (float64, float64) { return x(s.Offered), yRate(s.Throughput) })
 
