@@ -256,10 +256,15 @@ func answerChange(a Answer, earlierUnknown bool) Change {
 // is a no-op; another answer for an attempt already closed is refused.
 func (s *Store) FinishAttempt(ctx context.Context, a Answer) error {
 	return s.inTx(ctx, func(tx *tx) error {
+		// The order's row lock comes first, as in BeginAttempt (order, then
+		// its attempts): the other way round, a retried create's BeginAttempt
+		// and this would deadlock. The join takes it before the attempt's.
 		tag, err := tx.Exec(ctx, `
-			UPDATE payment_attempts SET state = 'ANSWERED', outcome = $3, transaction_key = NULLIF($4, ''),
+			WITH o AS (SELECT order_id FROM orders WHERE order_id = $1 FOR UPDATE)
+			UPDATE payment_attempts a SET state = 'ANSWERED', outcome = $3, transaction_key = NULLIF($4, ''),
 			       reason = $5, detail = $6, answered_at = clock_timestamp()
-			WHERE order_id = $1 AND attempt_no = $2 AND state = 'SENDING'`, a.OrderID, a.No, a.Outcome, a.TransactionKey, a.Reason, a.Detail)
+			FROM o WHERE a.order_id = o.order_id AND a.attempt_no = $2 AND a.state = 'SENDING'`,
+			a.OrderID, a.No, a.Outcome, a.TransactionKey, a.Reason, a.Detail)
 		if pgCode(err) == codeCheckViolation {
 			return fmt.Errorf("%w: outcome %q", ErrInvalid, a.Outcome)
 		}

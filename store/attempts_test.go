@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -211,4 +212,46 @@ func TestAnUnreachableCreateDoesNotClearAnEarlierUnknownOne(t *testing.T) {
 	assert.False(t, b.Send)
 	assert.False(t, b.Unresolved)
 	assert.Equal(t, store.OutcomeRejected, b.Attempt.Outcome)
+}
+
+// FinishAttempt takes the order's row lock before it touches the attempt,
+// as BeginAttempt does (order, then attempts, in closeLost): when a retried
+// create's BeginAttempt and the first try's FinishAttempt met on one order,
+// the opposite order deadlocked them, and PostgreSQL failed one after a
+// second (found by review of 4844beb). Here the order is held locked while
+// FinishAttempt runs: it must wait with the attempt row still free.
+func TestFinishAttemptTakesTheOrderLockBeforeTheAttempts(t *testing.T) {
+	t.Parallel()
+	s, ctx := reservedOrder(t)
+	b := begin(t, s, store.AttemptRequest{})
+
+	holder, err := s.Pool().Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = holder.Rollback(ctx) }()
+	_, err = holder.Exec(ctx, `SELECT 1 FROM orders WHERE order_id = 'o1' FOR UPDATE`)
+	require.NoError(t, err)
+
+	finished := make(chan error, 1)
+	go func() {
+		finished <- s.FinishAttempt(ctx, store.Answer{OrderID: "o1", No: b.Attempt.No, Outcome: store.OutcomeAccepted, TransactionKey: "tx1"})
+	}()
+	require.Eventually(t, func() bool {
+		var waiting bool
+		err := s.Pool().QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock')`).Scan(&waiting)
+		return err == nil && waiting
+	}, 10*time.Second, 10*time.Millisecond, "FinishAttempt waits for the order's lock")
+
+	probe, err := s.Pool().Begin(ctx)
+	require.NoError(t, err)
+	_, err = probe.Exec(ctx, `SELECT 1 FROM payment_attempts WHERE order_id = 'o1' FOR UPDATE NOWAIT`)
+	assert.NoError(t, err, "the attempt row is not locked while FinishAttempt waits for the order")
+	require.NoError(t, probe.Rollback(ctx))
+
+	require.NoError(t, holder.Commit(ctx))
+	require.NoError(t, <-finished)
+	o, err := s.GetOrder(ctx, "o1")
+	require.NoError(t, err)
+	assert.Equal(t, status.OrderPending, o.Status)
+	assert.Equal(t, "tx1", o.TransactionKey)
 }

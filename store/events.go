@@ -48,6 +48,8 @@ func (s *Store) RecordEvent(ctx context.Context, e Event) error {
 // written by flush, in one statement just before the commit, not one
 // round trip each: nothing reads the log inside a transaction, and the
 // lines land or vanish with the transaction's other writes as before.
+// Only inTx makes one: a tx it did not make would never be flushed, and its
+// lines would be lost without an error.
 type tx struct {
 	pgx.Tx
 	events []eventLine
