@@ -3,6 +3,7 @@ package simulator
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -79,6 +80,10 @@ func (s *Server) post(ctx context.Context, url string, body []byte) (int, error)
 	if err != nil {
 		return 0, err
 	}
+	// Read to the end (a receiver's answer is small; a bounded read keeps
+	// a runaway one from holding the sender): only a body read to its end
+	// lets the transport reuse the connection.
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
 	return resp.StatusCode, nil
 }

@@ -1,6 +1,7 @@
 package simulator_test
 
 import (
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -77,4 +78,19 @@ func TestDuplicateAndDelayedCallbacks(t *testing.T) {
 	testenv.Eventually(t, 5*time.Second, func() bool { return len(sink.received()) == 2 }, "two copies")
 	assert.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond)
 	assert.Equal(t, sink.received()[0], sink.received()[1])
+}
+
+// Callbacks to one receiver reuse one connection: each answer is read to
+// its end before the next callback goes, so the connection can serve it.
+// Unread, every callback opened a connection of its own (one per order in
+// `make bench`, 800 sockets in TIME_WAIT after a 20 s step at 40/s).
+func TestCallbacksReuseTheirConnection(t *testing.T) {
+	s := testenv.Pgsim(t, testenv.QuietFaults())
+	sink := newSink(t)
+	const orders = 6
+	for i := range orders {
+		create(t, s, fmt.Sprintf("order-%d", i), "", sink.srv.URL)
+		testenv.Eventually(t, 5*time.Second, func() bool { return len(sink.received()) == i+1 }, fmt.Sprintf("callback %d", i))
+	}
+	assert.LessOrEqual(t, sink.conns.Load(), int32(2), "%d callbacks, one after the other", orders)
 }

@@ -3,6 +3,7 @@ package simulator_test
 import (
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -28,12 +29,18 @@ type callbackSink struct {
 	got    []gateway.Transaction
 	status atomic.Int32 // answer code; 200 unless set
 	tries  atomic.Int32 // every POST, answered or refused
+	conns  atomic.Int32 // connections opened to it
 }
+
+// sinkAnswer is the body the sink answers with, as the worker's callback
+// endpoint answers (a sender that does not read it cannot reuse its
+// connection).
+const sinkAnswer = `{"accepted":true}`
 
 func newSink(t *testing.T) *callbackSink {
 	s := &callbackSink{}
 	s.status.Store(200)
-	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.tries.Add(1)
 		body, _ := io.ReadAll(r.Body)
 		if err := gateway.Verify([]byte(testenv.Secret), r.Header.Get(gateway.HeaderTimestamp), r.Header.Get(gateway.HeaderSignature),
@@ -48,8 +55,16 @@ func newSink(t *testing.T) *callbackSink {
 			s.got = append(s.got, tx)
 			s.mu.Unlock()
 		}
+		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(code)
+		_, _ = io.WriteString(w, sinkAnswer)
 	}))
+	s.srv.Config.ConnState = func(_ net.Conn, state http.ConnState) {
+		if state == http.StateNew {
+			s.conns.Add(1)
+		}
+	}
+	s.srv.Start()
 	t.Cleanup(s.srv.Close)
 	return s
 }

@@ -118,9 +118,19 @@ func New(cfg Config) *Server {
 		calls:    map[string]int{},
 		ctx:      ctx,
 		cancel:   cancel,
-		callback: &http.Client{Timeout: 5 * time.Second, Transport: telemetry.Transport("pgsim callback", http.DefaultTransport)},
+		callback: &http.Client{Timeout: 5 * time.Second, Transport: telemetry.Transport("pgsim callback", callbackTransport())},
 	}
 	return s
+}
+
+// callbackTransport keeps connections to the callback receivers open for
+// the callbacks that go to them at once: a payment service is one host,
+// which http.DefaultTransport would keep two idle connections to, opening
+// and closing one per callback beyond them under load.
+func callbackTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 64
+	return t
 }
 
 // Start opens the admin listener and, unless the default faults say down,
