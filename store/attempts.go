@@ -258,7 +258,10 @@ func (s *Store) FinishAttempt(ctx context.Context, a Answer) error {
 	return s.inTx(ctx, func(tx *tx) error {
 		// The order's row lock comes first, as in BeginAttempt (order, then
 		// its attempts): the other way round, a retried create's BeginAttempt
-		// and this would deadlock. The join takes it before the attempt's.
+		// and this would deadlock. The attempt row is locked only when the
+		// join yields it, after the order's lock; when no attempt is left
+		// SENDING (a repeated or late answer) the statement locks nothing and
+		// the branch below only reads a row that never changes again.
 		tag, err := tx.Exec(ctx, `
 			WITH o AS (SELECT order_id FROM orders WHERE order_id = $1 FOR UPDATE)
 			UPDATE payment_attempts a SET state = 'ANSWERED', outcome = $3, transaction_key = NULLIF($4, ''),
