@@ -4,11 +4,11 @@ import (
 	"context"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/payguard/payguard/internal/testenv"
 	"github.com/payguard/payguard/status"
 	"github.com/payguard/payguard/store"
 )
@@ -224,34 +224,75 @@ func TestFinishAttemptTakesTheOrderLockBeforeTheAttempts(t *testing.T) {
 	t.Parallel()
 	s, ctx := reservedOrder(t)
 	b := begin(t, s, store.AttemptRequest{})
-
-	holder, err := s.Pool().Begin(ctx)
-	require.NoError(t, err)
-	defer func() { _ = holder.Rollback(ctx) }()
-	_, err = holder.Exec(ctx, `SELECT 1 FROM orders WHERE order_id = 'o1' FOR UPDATE`)
-	require.NoError(t, err)
+	release := testenv.HoldRows(t, s.Pool(), `SELECT 1 FROM orders WHERE order_id = 'o1' FOR UPDATE`)
 
 	finished := make(chan error, 1)
 	go func() {
 		finished <- s.FinishAttempt(ctx, store.Answer{OrderID: "o1", No: b.Attempt.No, Outcome: store.OutcomeAccepted, TransactionKey: "tx1"})
 	}()
-	require.Eventually(t, func() bool {
-		var waiting bool
-		err := s.Pool().QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock')`).Scan(&waiting)
-		return err == nil && waiting
-	}, 10*time.Second, 10*time.Millisecond, "FinishAttempt waits for the order's lock")
-
+	testenv.WaitLockWaiters(t, s.Pool(), 1, "", "FinishAttempt waits for the order's lock")
 	probe, err := s.Pool().Begin(ctx)
 	require.NoError(t, err)
 	_, err = probe.Exec(ctx, `SELECT 1 FROM payment_attempts WHERE order_id = 'o1' FOR UPDATE NOWAIT`)
 	assert.NoError(t, err, "the attempt row is not locked while FinishAttempt waits for the order")
 	require.NoError(t, probe.Rollback(ctx))
 
-	require.NoError(t, holder.Commit(ctx))
+	release()
 	require.NoError(t, <-finished)
 	o, err := s.GetOrder(ctx, "o1")
 	require.NoError(t, err)
 	assert.Equal(t, status.OrderPending, o.Status)
 	assert.Equal(t, "tx1", o.TransactionKey)
+}
+
+// While FinishAttempt waits for the order's lock, the holder closes the
+// attempt UNKNOWN as closeLost does, and commits: the waiting answer then
+// finds no attempt SENDING. A different answer is refused and moves
+// nothing; the same one is a no-op (review of eea12ef).
+func TestFinishAttemptAfterTheAttemptWasClosedUnderIt(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		outcome string
+		refused bool
+	}{{store.OutcomeAccepted, true}, {store.OutcomeUnknown, false}} {
+		t.Run(c.outcome, func(t *testing.T) {
+			t.Parallel()
+			s, ctx := reservedOrder(t)
+			b := begin(t, s, store.AttemptRequest{})
+			holder, err := s.Pool().Begin(ctx)
+			require.NoError(t, err)
+			defer func() { _ = holder.Rollback(ctx) }()
+			_, err = holder.Exec(ctx, `SELECT 1 FROM orders WHERE order_id = 'o1' FOR UPDATE`)
+			require.NoError(t, err)
+
+			finished := make(chan error, 1)
+			go func() {
+				finished <- s.FinishAttempt(ctx, store.Answer{OrderID: "o1", No: b.Attempt.No, Outcome: c.outcome, TransactionKey: "tx1"})
+			}()
+			testenv.WaitLockWaiters(t, s.Pool(), 1, "", "FinishAttempt waits for the order's lock")
+			_, err = holder.Exec(ctx, `SET LOCAL lock_timeout = '5s'`)
+			require.NoError(t, err)
+			_, err = holder.Exec(ctx, `UPDATE payment_attempts SET state = 'ANSWERED', outcome = 'UNKNOWN', answered_at = clock_timestamp(),
+				detail = 'closed under FinishAttempt' WHERE order_id = 'o1' AND state = 'SENDING'`)
+			require.NoError(t, err, "the waiting FinishAttempt holds no attempt row")
+			require.NoError(t, holder.Commit(ctx))
+
+			err = <-finished
+			if c.refused {
+				var te *store.TransitionError
+				require.ErrorAs(t, err, &te)
+				assert.Equal(t, "UNKNOWN", te.From)
+			} else {
+				assert.NoError(t, err)
+			}
+			as, err := s.Attempts(ctx, "o1")
+			require.NoError(t, err)
+			require.Len(t, as, 1)
+			assert.Equal(t, store.OutcomeUnknown, as[0].Outcome)
+			assert.Empty(t, as[0].TransactionKey, "the refused answer's key is not recorded")
+			o, err := s.GetOrder(ctx, "o1")
+			require.NoError(t, err)
+			assert.Equal(t, status.OrderRequesting, o.Status, "FinishAttempt moved nothing")
+		})
+	}
 }
