@@ -3,7 +3,6 @@ package harness
 import (
 	"context"
 	"fmt"
-	"syscall"
 	"time"
 
 	"github.com/payguard/payguard/internal/process"
@@ -78,7 +77,7 @@ type cpuMeter struct {
 type cpuReading struct{ server, worker, bench, database, gateway time.Duration }
 
 func (m cpuMeter) read() cpuReading {
-	r := cpuReading{server: m.server(), bench: selfCPUTime(), database: process.CommandCPUTime("postgres")}
+	r := cpuReading{server: m.server(), bench: process.SelfCPUTime(), database: process.CommandCPUTime("postgres")}
 	if m.worker != nil {
 		r.worker = m.worker()
 	}
@@ -97,15 +96,6 @@ func (m cpuMeter) per(r cpuReading, n int) CPUCost {
 	ms := func(d time.Duration) float64 { return round2(float64(d.Microseconds()) / 1000 / float64(n)) }
 	return CPUCost{Server: ms(now.server - r.server), Worker: ms(now.worker - r.worker), Bench: ms(now.bench - r.bench),
 		Database: ms(max(now.database-r.database, 0)), Gateway: ms(now.gateway - r.gateway)}
-}
-
-// selfCPUTime is this process's CPU time so far.
-func selfCPUTime() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func (c CPUCost) String() string {

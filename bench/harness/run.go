@@ -197,12 +197,17 @@ func run(ctx context.Context, o Options, stdout io.Writer) error {
 			return err
 		}
 	}
-	if o.has("rates") {
+	// settle waits for the dev server to go quiet before the next timed
+	// phase (quiet.go), and says so when it did not.
+	settle := func(before string) time.Duration {
 		waited, quiet := waitQuiet(ctx, st.Temporal.CPUTime)
-		rep.QuietWaitSec = round2(waited.Seconds())
 		if !quiet {
-			say("the dev server was not quiet after %s; timing payguard anyway", waited.Round(time.Second))
+			say("the dev server was not quiet after %s, before %s; timing it anyway", waited.Round(time.Second), before)
 		}
+		return waited
+	}
+	if o.has("rates") {
+		rep.QuietWaitSec = round2(settle("payguard's steps").Seconds())
 	}
 
 	var confirmed, lookupOrder string
@@ -260,9 +265,7 @@ func run(ctx context.Context, o Options, stdout io.Writer) error {
 			if !ok {
 				break
 			}
-			if _, quiet := waitQuiet(ctx, st.Temporal.CPUTime); !quiet {
-				say("the dev server was not quiet before the %g/s step; timing it anyway", mid)
-			}
+			settle(fmt.Sprintf("the %g/s step", mid))
 			if runRate(mid).Sustained {
 				lo = mid
 			} else {
@@ -275,9 +278,7 @@ func run(ctx context.Context, o Options, stdout io.Writer) error {
 	// of an hour here): a second baseline after the steps brackets them,
 	// and the ratio is taken against the two baselines' mean.
 	if o.has("baseline") && o.has("rates") {
-		if _, quiet := waitQuiet(ctx, st.Temporal.CPUTime); !quiet {
-			say("the dev server was not quiet before the second baseline; timing it anyway")
-		}
+		settle("the second baseline")
 		if rep.BaselineAfter, err = baseline("after"); err != nil {
 			return err
 		}

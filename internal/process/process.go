@@ -128,6 +128,16 @@ func stat(pid int) (string, time.Duration) {
 	return string(b[open+1 : end]), time.Duration(user+sys) * time.Second / clockTicks
 }
 
+// SelfCPUTime is the calling process's CPU time so far (user and system,
+// from getrusage).
+func SelfCPUTime() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // CommandCPUTime is the CPU time used so far by every running process
 // named comm (its /proc command name): PostgreSQL's backends, for one,
 // which no Process of ours starts. A process that exited is not counted.

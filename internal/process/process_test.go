@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -80,17 +79,9 @@ func TestCommandCPUTimeCountsProcessesByName(t *testing.T) {
 	require.NoError(t, err)
 	comm := strings.TrimSpace(string(raw))
 	// Spend CPU until this process has used at least 50 ms, as getrusage says.
-	for n := 0; selfCPU() < 50*time.Millisecond; n++ {
+	for n := 0; process.SelfCPUTime() < 50*time.Millisecond; n++ {
 		_ = strings.Repeat("x", n%1000)
 	}
 	assert.GreaterOrEqual(t, process.CommandCPUTime(comm), 40*time.Millisecond, "this test binary is a process named %q", comm)
 	assert.Zero(t, process.CommandCPUTime("no-such-command-here"))
-}
-
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
