@@ -226,11 +226,7 @@ func TestFinishAttemptTakesTheOrderLockBeforeTheAttempts(t *testing.T) {
 	b := begin(t, s, store.AttemptRequest{})
 	release := testenv.HoldRows(t, s.Pool(), `SELECT 1 FROM orders WHERE order_id = 'o1' FOR UPDATE`)
 
-	finished := make(chan error, 1)
-	go func() {
-		finished <- s.FinishAttempt(ctx, store.Answer{OrderID: "o1", No: b.Attempt.No, Outcome: store.OutcomeAccepted, TransactionKey: "tx1"})
-	}()
-	testenv.WaitLockWaiters(t, s.Pool(), 1, "", "FinishAttempt waits for the order's lock")
+	finished := finishBehindLock(t, s, store.Answer{OrderID: "o1", No: b.Attempt.No, Outcome: store.OutcomeAccepted, TransactionKey: "tx1"})
 	probe, err := s.Pool().Begin(ctx)
 	require.NoError(t, err)
 	_, err = probe.Exec(ctx, `SELECT 1 FROM payment_attempts WHERE order_id = 'o1' FOR UPDATE NOWAIT`)
@@ -243,6 +239,16 @@ func TestFinishAttemptTakesTheOrderLockBeforeTheAttempts(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, status.OrderPending, o.Status)
 	assert.Equal(t, "tx1", o.TransactionKey)
+}
+
+// finishBehindLock records a in the background, once the test holds the
+// order's lock, and returns when FinishAttempt provably waits for a lock.
+func finishBehindLock(t *testing.T, s *store.Store, a store.Answer) <-chan error {
+	t.Helper()
+	finished := make(chan error, 1)
+	go func() { finished <- s.FinishAttempt(context.Background(), a) }()
+	testenv.WaitLockWaiters(t, s.Pool(), 1, "", "FinishAttempt waits for the order's lock")
+	return finished
 }
 
 // While FinishAttempt waits for the order's lock, the holder closes the
@@ -265,11 +271,7 @@ func TestFinishAttemptAfterTheAttemptWasClosedUnderIt(t *testing.T) {
 			_, err = holder.Exec(ctx, `SELECT 1 FROM orders WHERE order_id = 'o1' FOR UPDATE`)
 			require.NoError(t, err)
 
-			finished := make(chan error, 1)
-			go func() {
-				finished <- s.FinishAttempt(ctx, store.Answer{OrderID: "o1", No: b.Attempt.No, Outcome: c.outcome, TransactionKey: "tx1"})
-			}()
-			testenv.WaitLockWaiters(t, s.Pool(), 1, "", "FinishAttempt waits for the order's lock")
+			finished := finishBehindLock(t, s, store.Answer{OrderID: "o1", No: b.Attempt.No, Outcome: c.outcome, TransactionKey: "tx1"})
 			_, err = holder.Exec(ctx, `SET LOCAL lock_timeout = '5s'`)
 			require.NoError(t, err)
 			_, err = holder.Exec(ctx, `UPDATE payment_attempts SET state = 'ANSWERED', outcome = 'UNKNOWN', answered_at = clock_timestamp(),
