@@ -192,6 +192,22 @@ func TestRecordReplayHistories(t *testing.T) {
 			require.Equal(t, 1, s.Sim.Stats().Orders[id].CreateRequests)
 			resolve(id, "SUCCESS", true)
 		}, status.OrderConfirmed},
+		// An operator's cancel while the first create is blocked in the
+		// database, which the gateway then refuses: the task that settled
+		// the refusal is refused its completion while the cancel waits, and
+		// its run again learns from Reserve that a create was begun
+		// (money-safety version 4): it searches the gateway, keeps FAILED
+		// and completes.
+		{"cancel_during_refused_create", func(id string) {
+			testenv.PatchFaults(t, s.Sim, map[string]any{"create": map[string]any{"failNext": 1, "errorStatus": 400}})
+			release := testenv.BlockWrites(t, s.Store.Pool(), "INSERT", "payment_attempts")
+			placeOrder(t, s, id, "P1", 1)
+			testenv.WaitLockWaiters(t, s.Store.Pool(), 1, "advisory", "the create blocked")
+			require.NoError(t, testenv.Temporal(t).CancelWorkflow(ctx, workflows.PaymentWorkflowID(id), ""))
+			release()
+			waitOrder(t, s, id, status.OrderFailed, 30*time.Second)
+			testenv.PatchFaults(t, s.Sim, map[string]any{"create": map[string]any{"errorStatus": 500}})
+		}, status.OrderFailed},
 		// An unsigned callback's hint (the worker's --callback-auth lookup
 		// sends this signal): the charge succeeded without a callback, and
 		// the hint's lookup, not the next poll, confirms it.

@@ -35,6 +35,7 @@ import (
 	"github.com/payguard/payguard/gateway"
 	"github.com/payguard/payguard/ids"
 	"github.com/payguard/payguard/status"
+	"github.com/payguard/payguard/store"
 )
 
 // a is how workflow code names activities: only its method values are used.
@@ -109,11 +110,22 @@ type payment struct {
 // and REQUESTING reaches the search attributes only if the create goes on
 // as a regular activity: a create answered inside the task that sent it
 // goes straight to PENDING (or UNKNOWN, or FAILED) in one upsert.
+//
+// reserveRecalls (4): Reserve's answer is the order as the database holds
+// it, and a run that finds creates already begun for it (a run of the
+// first workflow task again, after a worker died or the server refused to
+// close the workflow under a cancel, with no marker of the create in its
+// history) knows a charge may be at the gateway: a cancel then searches the
+// gateway by order, never ends the order with a charge standing. And a
+// cancel whose compensation finds the order already FAILED (the refusal
+// settled by that earlier run) ends the workflow as the refusal did,
+// completed, not cancelled.
 const (
 	versionMoneySafety = "money-safety"
 	moneySafe          = workflow.Version(1)
 	localSteps         = workflow.Version(2)
 	localCreate        = workflow.Version(3)
+	reserveRecalls     = workflow.Version(4)
 )
 
 // idRuleChange versions the id rule's check (package ids) in setup.
@@ -164,7 +176,7 @@ func (w *Workflows) setup(ctx workflow.Context, in PaymentInput) (*payment, erro
 		state: State{OrderID: in.OrderID, Status: status.OrderReserving,
 			Deadline: workflow.Now(ctx).Add(in.Deadline)},
 	}
-	p.v = workflow.GetVersion(ctx, versionMoneySafety, workflow.DefaultVersion, localCreate)
+	p.v = workflow.GetVersion(ctx, versionMoneySafety, workflow.DefaultVersion, reserveRecalls)
 	if err := workflow.SetQueryHandler(ctx, StateQuery, func() (State, error) { return p.state, nil }); err != nil {
 		return nil, err
 	}
@@ -190,7 +202,13 @@ func (p *payment) run(ctx workflow.Context) (State, error) {
 	default:
 		reserved = p.dbStep(ctx, summary, a.Reserve, in)
 	}
-	err := reserved.Get(ctx, nil)
+	var held store.Order
+	err := reserved.Get(ctx, &held)
+	if err == nil && p.v >= reserveRecalls && held.Attempts > 0 {
+		// An earlier run of this task began a create (see reserveRecalls).
+		p.state.Attempts, p.maybeAtGateway = held.Attempts, true
+		p.track(held.TransactionKey)
+	}
 	rejected := isType(err, activities.ErrOutOfStock, activities.ErrUnknownProduct)
 	switch {
 	case ctx.Err() != nil && !(rejected && p.v >= moneySafe):

@@ -31,11 +31,13 @@ var recordedPaths = []string{
 	"lookup_hint",
 }
 
-// Paths that exist from money-safety version 2 on (testdata/ and
-// testdata/v2/), and from version 3 on (testdata/ only).
+// Paths that exist from money-safety version 2 on (testdata/, testdata/v3/
+// and testdata/v2/), from version 3 on (testdata/ and testdata/v3/), and
+// from version 4 on (testdata/ only).
 var (
-	recordedSinceLocalSteps  = []string{"settle_outlasts_local_tries"}
-	recordedSinceLocalCreate = []string{"create_outlasts_local_tries"}
+	recordedSinceLocalSteps     = []string{"settle_outlasts_local_tries"}
+	recordedSinceLocalCreate    = []string{"create_outlasts_local_tries"}
+	recordedSinceReserveRecalls = []string{"cancel_during_refused_create"}
 )
 
 // The recovery and the sweep, recorded beside the payment paths
@@ -49,6 +51,10 @@ var (
 // The paths as recorded at money-safety version 2, before the create
 // became a local activity (testdata/v2/).
 var recordedLocalSteps = append(slices.Clone(recordedPaths), recordedSinceLocalSteps...)
+
+// The paths as recorded at money-safety version 3, before Reserve's answer
+// told a run of the first task again about creates begun (testdata/v3/).
+var recordedLocalCreate = slices.Concat(recordedPaths, recordedSinceLocalSteps, recordedSinceLocalCreate)
 
 // The same paths as recorded before the money-safety version (testdata/v0/):
 // runs started then still replay on the code they ran.
@@ -91,8 +97,11 @@ func TestRecordedHistoriesReplay(t *testing.T) {
 	for _, name := range recordedPaths {
 		paths = append(paths, filepath.Join("testdata", name+".json"))
 	}
-	for _, name := range slices.Concat(recordedSinceLocalSteps, recordedSinceLocalCreate, recordedOtherWorkflows) {
+	for _, name := range slices.Concat(recordedSinceLocalSteps, recordedSinceLocalCreate, recordedSinceReserveRecalls, recordedOtherWorkflows) {
 		paths = append(paths, filepath.Join("testdata", name+".json"))
+	}
+	for _, name := range recordedLocalCreate {
+		paths = append(paths, filepath.Join("testdata", "v3", name+".json"))
 	}
 	for _, name := range recordedBeforeRecoveryPublishes {
 		paths = append(paths, filepath.Join("testdata", "before-recovery-publishes-final", name+".json"))
@@ -153,7 +162,7 @@ func TestReplayCatchesANonDeterministicChange(t *testing.T) {
 // workers wrote is encrypted. The one recorded before encryption, kept to
 // prove such histories still replay, is the exception it is named for.
 func TestRecordedHistoriesAreEncrypted(t *testing.T) {
-	for _, name := range slices.Concat(recordedPaths, recordedSinceLocalSteps, recordedSinceLocalCreate, recordedOtherWorkflows) {
+	for _, name := range slices.Concat(recordedPaths, recordedSinceLocalSteps, recordedSinceLocalCreate, recordedSinceReserveRecalls, recordedOtherWorkflows) {
 		raw, err := os.ReadFile(filepath.Join("testdata", name+".json"))
 		require.NoError(t, err)
 		text := string(raw)

@@ -68,6 +68,9 @@ func (p *payment) cancelled(ctx workflow.Context) (State, error) {
 	if _, err := p.compensate(ctx, "cancelled by an operator"); err != nil {
 		return p.state, err
 	}
+	if p.v >= reserveRecalls && p.state.Status == status.OrderFailed {
+		return p.state, nil // the gateway's refusal ended it first (compensate kept FAILED)
+	}
 	return p.state, temporal.NewCanceledError("order cancelled by an operator; compensation done")
 }
 

@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -38,6 +39,43 @@ func FailFirst(t testing.TB, pool *pgxpool.Pool, n int, event, table, when strin
 			t.Errorf("heal the database fault on %s: %v", table, err)
 		}
 	}
+}
+
+// BlockWrites holds every write (event "INSERT" or "UPDATE") to table
+// inside the real database until release, as another transaction's lock
+// would: a trigger waits for an advisory lock the test holds on a connection
+// of its own. WaitLockWaiters(…, 1, "advisory", …) tells when a step waits
+// there. release lets the writes through and drops the trigger; the test's
+// cleanup calls it too.
+func BlockWrites(t testing.TB, pool *pgxpool.Pool, event, table string) (release func()) {
+	t.Helper()
+	ctx := context.Background()
+	name := "block_" + table
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatalf("block writes to %s: %v", table, err)
+	}
+	_, err = conn.Exec(ctx, fmt.Sprintf(`
+		SELECT pg_advisory_lock(hashtext('%[1]s'));
+		CREATE FUNCTION %[1]s() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN PERFORM pg_advisory_xact_lock(hashtext('%[1]s')); RETURN NEW; END $$;
+		CREATE TRIGGER %[1]s BEFORE %[2]s ON %[3]s FOR EACH ROW EXECUTE FUNCTION %[1]s();`, name, event, table))
+	if err != nil {
+		conn.Release()
+		t.Fatalf("block writes to %s: %v", table, err)
+	}
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			defer conn.Release()
+			if _, err := conn.Exec(ctx, fmt.Sprintf(`SELECT pg_advisory_unlock(hashtext('%[1]s'));
+				DROP TRIGGER %[1]s ON %[2]s; DROP FUNCTION %[1]s`, name, table)); err != nil {
+				t.Errorf("let the writes to %s through: %v", table, err)
+			}
+		})
+	}
+	t.Cleanup(release)
+	return release
 }
 
 // WaitLockWaiters polls until n backends of pool's database wait on a lock

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/payguard/payguard/codec"
 	"github.com/payguard/payguard/internal/testenv"
@@ -18,45 +19,76 @@ import (
 	"github.com/payguard/payguard/starter/cli"
 	"github.com/payguard/payguard/status"
 	"github.com/payguard/payguard/store"
+	"github.com/payguard/payguard/workflows"
 )
+
+// workerProcess runs the worker binary as a process of its own, so a test
+// can kill it: start starts one and waits until it is healthy.
+type workerProcess struct {
+	t        *testing.T
+	binary   string
+	env      map[string]string
+	args     []string
+	httpAddr string
+}
+
+func newWorkerProcess(t *testing.T, sim *simulator.Server, dbURL string, args ...string) *workerProcess {
+	httpAddr := testenv.FreeAddr(t)
+	return &workerProcess{t: t, binary: testenv.BuildBinary(t, "./worker"), httpAddr: httpAddr,
+		env: map[string]string{
+			"TEMPORAL_ADDRESS": testenv.TemporalAddress(t), "TASK_QUEUE": testenv.ID("crash"), "DATABASE_URL": dbURL,
+			"GATEWAY_URL": sim.GatewayURL(), "GATEWAY_SECRET": testenv.Secret, "CALLBACK_URL": "http://" + httpAddr + "/callbacks/gateway",
+			codec.KeysEnv: testenv.CodecKeys(),
+		},
+		args: append([]string{"--http-addr", httpAddr}, args...)}
+}
+
+func (w *workerProcess) start() *exec.Cmd {
+	t := w.t
+	cmd := exec.Command(w.binary, w.args...)
+	cmd.Env = os.Environ()
+	for k, v := range w.env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	if os.Getenv("PAYGUARD_TEST_LOG") == "1" {
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	}
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		resp, err := http.Get("http://" + w.httpAddr + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil && resp.StatusCode == 200
+	}, "worker healthy")
+	return cmd
+}
+
+// placeOrder places an order for 2 × P1 through the starter.
+func (w *workerProcess) placeOrder(ctx context.Context, orderID string) {
+	getenv := func(k string) string { return w.env[k] }
+	require.NoError(w.t, cli.Run(ctx, []string{"order", "--product", "P1", "--qty", "2", "--amount", "5000", "--order-id", orderID},
+		cli.Env{Getenv: getenv, Stdout: devNull{}, Stderr: devNull{}}))
+}
+
+func kill(t *testing.T, cmd *exec.Cmd) {
+	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+	_, _ = cmd.Process.Wait()
+}
 
 // The worker is killed (SIGKILL) while its create is on the wire. The
 // restarted worker must not send a second create: it finds the attempt
 // recorded as sent and unanswered, looks the order up, and finishes it.
 func TestWorkerKilledMidCreateFinishesWithOneCreate(t *testing.T) {
 	t.Parallel()
-	binary := testenv.BuildBinary(t, "./worker")
 	f := testenv.QuietFaults()
 	f.Latency = simulator.Range{Min: simulator.Duration(3 * time.Second), Max: simulator.Duration(3 * time.Second)}
 	sim := testenv.Pgsim(t, f)
 	dbURL := testenv.NewDatabase(t)
-	httpAddr := testenv.FreeAddr(t)
-	env := map[string]string{
-		"TEMPORAL_ADDRESS": testenv.TemporalAddress(t), "TASK_QUEUE": testenv.ID("crash"), "DATABASE_URL": dbURL,
-		"GATEWAY_URL": sim.GatewayURL(), "GATEWAY_SECRET": testenv.Secret, "CALLBACK_URL": "http://" + httpAddr + "/callbacks/gateway",
-		codec.KeysEnv: testenv.CodecKeys(),
-	}
-	args := []string{"--http-addr", httpAddr, "--read-timeout", "5s", "--poll-initial", "500ms", "--poll-max", "1s", "--unknown-grace", "1s"}
-	start := func() *exec.Cmd {
-		cmd := exec.Command(binary, args...)
-		cmd.Env = os.Environ()
-		for k, v := range env {
-			cmd.Env = append(cmd.Env, k+"="+v)
-		}
-		if os.Getenv("PAYGUARD_TEST_LOG") == "1" {
-			cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		}
-		require.NoError(t, cmd.Start())
-		t.Cleanup(func() { _ = cmd.Process.Kill() })
-		testenv.Eventually(t, 30*time.Second, func() bool {
-			resp, err := http.Get("http://" + httpAddr + "/healthz")
-			if err == nil {
-				resp.Body.Close()
-			}
-			return err == nil && resp.StatusCode == 200
-		}, "worker healthy")
-		return cmd
-	}
+	w := newWorkerProcess(t, sim, dbURL, "--read-timeout", "5s", "--poll-initial", "500ms", "--poll-max", "1s", "--unknown-grace", "1s")
+	httpAddr := w.httpAddr
+	start := w.start
 	first := start()
 
 	ctx := context.Background()
@@ -65,16 +97,13 @@ func TestWorkerKilledMidCreateFinishesWithOneCreate(t *testing.T) {
 	defer st.Close()
 	_, err = st.SetStock(ctx, "P1", 5)
 	require.NoError(t, err)
-	getenv := func(k string) string { return env[k] }
-	require.NoError(t, cli.Run(ctx, []string{"order", "--product", "P1", "--qty", "2", "--amount", "5000", "--order-id", "crash-1"},
-		cli.Env{Getenv: getenv, Stdout: devNull{}, Stderr: devNull{}}))
+	w.placeOrder(ctx, "crash-1")
 
 	testenv.Eventually(t, 30*time.Second, func() bool {
 		list, err := st.Attempts(ctx, "crash-1")
 		return err == nil && len(list) == 1 && list[0].State == "SENDING"
 	}, "create on the wire")
-	require.NoError(t, first.Process.Signal(syscall.SIGKILL))
-	_, _ = first.Process.Wait()
+	kill(t, first)
 	testenv.PatchFaults(t, sim, map[string]any{"latency": map[string]any{"min": 0, "max": 0}})
 
 	second := start()
@@ -110,3 +139,70 @@ func TestWorkerKilledMidCreateFinishesWithOneCreate(t *testing.T) {
 type devNull struct{}
 
 func (devNull) Write(p []byte) (int, error) { return len(p), nil }
+
+// The worker is killed while its create is on the wire, and an operator
+// cancels the order before another worker takes the workflow up. The gateway
+// took the create (and charges it; its callback is lost). The workflow task
+// that reserved the stock and sent the create never completed, so its run
+// again from the history has no record of the create, and the cancel is
+// there before Reserve's local activity answers. The database knows a create
+// went out: the compensation must find the charge at the gateway and cancel
+// it, not end the order CANCELLED with the customer charged.
+func TestWorkerKilledMidCreateThenCancelledLeavesNoCharge(t *testing.T) {
+	t.Parallel()
+	f := testenv.QuietFaults()
+	f.Latency = simulator.Range{Min: simulator.Duration(3 * time.Second), Max: simulator.Duration(3 * time.Second)}
+	f.Callback.DropRate = 1
+	sim := testenv.Pgsim(t, f)
+	dbURL := testenv.NewDatabase(t)
+	w := newWorkerProcess(t, sim, dbURL, "--read-timeout", "5s", "--poll-initial", "1m", "--poll-max", "1m")
+	first := w.start()
+
+	ctx := context.Background()
+	st, err := store.Open(ctx, dbURL)
+	require.NoError(t, err)
+	defer st.Close()
+	_, err = st.SetStock(ctx, "P1", 5)
+	require.NoError(t, err)
+	orderID := testenv.ID("crash")
+	w.placeOrder(ctx, orderID)
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		list, err := st.Attempts(ctx, orderID)
+		return err == nil && len(list) == 1 && list[0].State == "SENDING"
+	}, "create on the wire")
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		return sim.Stats().Orders[orderID].Successful == 1
+	}, "the gateway charged the create")
+	kill(t, first)
+
+	tc := testenv.Temporal(t)
+	id := workflows.PaymentWorkflowID(orderID)
+	require.NoError(t, tc.CancelWorkflow(ctx, id, ""))
+	w.start()
+	waitCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	runErr := tc.GetWorkflow(waitCtx, id, "").Get(waitCtx, nil)
+	require.NoError(t, waitCtx.Err(), "workflow still running")
+	t.Logf("workflow ended: %v", runErr)
+
+	o, err := st.GetOrder(ctx, orderID)
+	require.NoError(t, err)
+	gw := sim.Stats().Orders[orderID]
+	stock, err := st.GetStock(ctx, "P1")
+	require.NoError(t, err)
+	t.Logf("order %s payment %s reservation %s; gateway %+v; stock %+v", o.Status, o.PaymentStatus, o.Reservation, gw, stock)
+	assert.Equal(t, 1, gw.CreateRequests, "one create")
+	switch o.Status {
+	case status.OrderConfirmed:
+		assert.Equal(t, 1, gw.Successful, "a CONFIRMED order's charge stands")
+		assert.Equal(t, store.Stock{ProductID: "P1", Total: 5, Available: 3, Sold: 2}, stock)
+	case status.OrderCancelled:
+		assert.Zero(t, gw.Successful, "a CANCELLED order keeps no charge")
+		assert.Equal(t, store.Stock{ProductID: "P1", Total: 5, Available: 5}, stock)
+	default:
+		t.Errorf("order left %s", o.Status)
+	}
+	if runErr != nil && !temporal.IsCanceledError(runErr) {
+		t.Errorf("the workflow failed: %v", runErr)
+	}
+}
