@@ -98,16 +98,26 @@ func storeError(err error) error {
 }
 
 // Reserve opens the order and holds its stock.
-func (a *Activities) Reserve(ctx context.Context, in ReserveInput) (store.Order, error) {
+func (a *Activities) Reserve(ctx context.Context, in ReserveInput) (ReserveResult, error) {
 	o, err := a.store.Reserve(ctx, store.NewOrder{OrderID: in.OrderID, ProductID: in.ProductID, Quantity: in.Quantity,
 		Amount: in.Amount, UserID: in.UserID, Deadline: in.Deadline})
+	res := ReserveResult{Order: o}
 	switch {
 	case errors.Is(err, store.ErrOutOfStock):
-		return o, nonRetryable(ErrOutOfStock, err)
+		return res, nonRetryable(ErrOutOfStock, err)
 	case errors.Is(err, store.ErrUnknownProduct):
-		return o, nonRetryable(ErrUnknownProduct, err)
+		return res, nonRetryable(ErrUnknownProduct, err)
+	case err != nil:
+		return res, storeError(err)
 	}
-	return o, storeError(err)
+	if o.Attempts > 0 { // a repeat, after creates: only then is the list read
+		attempts, err := a.store.Attempts(ctx, in.OrderID)
+		if err != nil {
+			return res, storeError(err)
+		}
+		res.MaybeSent = slices.ContainsFunc(attempts, store.Attempt.MaybeSent)
+	}
+	return res, nil
 }
 
 // LookupPayment asks the gateway what it knows, through the breaker.

@@ -71,6 +71,15 @@ type ReserveInput struct {
 	Deadline time.Time `json:"deadline,omitzero"`
 }
 
+// ReserveResult is the order as Reserve leaves it. A repeated Reserve finds
+// the order as it stands — in a run of the workflow's first task again, with
+// the creates an earlier run of it began, and what it settled — and then
+// says whether one of those creates may have reached the gateway.
+type ReserveResult struct {
+	store.Order
+	MaybeSent bool `json:"maybeSent,omitempty"`
+}
+
 // RequestInput asks the gateway to charge the order.
 type RequestInput struct {
 	OrderID  string `json:"orderId"`

@@ -311,7 +311,7 @@ func (w *Sweeper) ReadRecoveryOrder(ctx context.Context, orderID string) (Recove
 		if a.TransactionKey != "" {
 			r.Keys = append(r.Keys, a.TransactionKey)
 		}
-		if a.State == "SENDING" || a.Outcome == store.OutcomeAccepted || a.Outcome == store.OutcomeUnknown {
+		if a.MaybeSent() {
 			r.MaybeSent = true
 		}
 	}

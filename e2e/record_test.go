@@ -195,9 +195,8 @@ func TestRecordReplayHistories(t *testing.T) {
 		// An operator's cancel while the first create is blocked in the
 		// database, which the gateway then refuses: the task that settled
 		// the refusal is refused its completion while the cancel waits, and
-		// its run again learns from Reserve that a create was begun
-		// (money-safety version 4): it searches the gateway, keeps FAILED
-		// and completes.
+		// its run again learns from Reserve that the order ended FAILED
+		// (money-safety version 4) and ends it so, completed.
 		{"cancel_during_refused_create", func(id string) {
 			testenv.PatchFaults(t, s.Sim, map[string]any{"create": map[string]any{"failNext": 1, "errorStatus": 400}})
 			release := testenv.BlockWrites(t, s.Store.Pool(), "INSERT", "payment_attempts")

@@ -36,6 +36,12 @@ type Attempt struct {
 	AnsweredAt     *time.Time `json:"answeredAt,omitempty"`
 }
 
+// MaybeSent: the create may have reached the gateway — sent and unanswered,
+// accepted, or of unknown outcome (not refused at the dial, not rejected).
+func (a Attempt) MaybeSent() bool {
+	return a.State == "SENDING" || a.Outcome == OutcomeAccepted || a.Outcome == OutcomeUnknown
+}
+
 // AttemptRequest asks for the right to send one create of an order.
 type AttemptRequest struct {
 	OrderID        string

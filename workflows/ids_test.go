@@ -12,7 +12,6 @@ import (
 
 	"github.com/payguard/payguard/activities"
 	"github.com/payguard/payguard/status"
-	"github.com/payguard/payguard/store"
 	"github.com/payguard/payguard/workflows"
 )
 
@@ -23,11 +22,11 @@ const rule = "must be 1–64 characters of A–Z a–z 0–9 . _ : -"
 func (r *run) reserveSeen() *[]activities.ReserveInput {
 	var seen []activities.ReserveInput
 	r.reserveSet = true
-	r.env.OnActivity(a.Reserve, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.ReserveInput) (store.Order, error) {
+	r.env.OnActivity(a.Reserve, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.ReserveInput) (activities.ReserveResult, error) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		seen = append(seen, in)
-		return store.Order{}, temporal.NewNonRetryableApplicationError("out of stock", activities.ErrOutOfStock, nil)
+		return activities.ReserveResult{}, temporal.NewNonRetryableApplicationError("out of stock", activities.ErrOutOfStock, nil)
 	}).Maybe()
 	return &seen
 }

@@ -35,7 +35,6 @@ import (
 	"github.com/payguard/payguard/gateway"
 	"github.com/payguard/payguard/ids"
 	"github.com/payguard/payguard/status"
-	"github.com/payguard/payguard/store"
 )
 
 // a is how workflow code names activities: only its method values are used.
@@ -112,14 +111,13 @@ type payment struct {
 // goes straight to PENDING (or UNKNOWN, or FAILED) in one upsert.
 //
 // reserveRecalls (4): Reserve's answer is the order as the database holds
-// it, and a run that finds creates already begun for it (a run of the
-// first workflow task again, after a worker died or the server refused to
-// close the workflow under a cancel, with no marker of the create in its
-// history) knows a charge may be at the gateway: a cancel then searches the
-// gateway by order, never ends the order with a charge standing. And a
-// cancel whose compensation finds the order already FAILED (the refusal
-// settled by that earlier run) ends the workflow as the refusal did,
-// completed, not cancelled.
+// it, read by a run of the first workflow task again (its worker died, or
+// the server refused to close the workflow while a signal or a cancel
+// waited), whose history has no marker of what the first run did (recall):
+// an order it settled ends as settled, and a create that may have reached
+// the gateway makes a cancel search the gateway by order. And a cancel whose
+// compensation finds the order already FAILED ends the workflow as the
+// refusal did, completed, not cancelled.
 const (
 	versionMoneySafety = "money-safety"
 	moneySafe          = workflow.Version(1)
@@ -202,12 +200,12 @@ func (p *payment) run(ctx workflow.Context) (State, error) {
 	default:
 		reserved = p.dbStep(ctx, summary, a.Reserve, in)
 	}
-	var held store.Order
+	var held activities.ReserveResult
 	err := reserved.Get(ctx, &held)
 	if err == nil && p.v >= reserveRecalls && held.Attempts > 0 {
-		// An earlier run of this task began a create (see reserveRecalls).
-		p.state.Attempts, p.maybeAtGateway = held.Attempts, true
-		p.track(held.TransactionKey)
+		if ended, st, err := p.recall(ctx, held); ended {
+			return st, err
+		}
 	}
 	rejected := isType(err, activities.ErrOutOfStock, activities.ErrUnknownProduct)
 	switch {
@@ -255,6 +253,29 @@ func (p *payment) run(ctx workflow.Context) (State, error) {
 		return p.deadlinePassed(ctx, p.settle)
 	}
 	return p.settle(ctx, *p.outcome, "definitive answer")
+}
+
+// recall takes up what an earlier run of this, the first workflow task, left
+// in the database (see reserveRecalls): the creates it began, and the answer
+// it settled, which ends this run as it ended that one — before an
+// operator's cancel, as an answer in hand does (cancelTakes). A CONFIRMED
+// order keeps its charge; a FAILED one ends FAILED, not waiting for an
+// answer to a create the database would refuse to send.
+func (p *payment) recall(ctx workflow.Context, held activities.ReserveResult) (ended bool, st State, err error) {
+	p.state.Attempts, p.maybeAtGateway = held.Attempts, held.MaybeSent
+	p.track(held.TransactionKey)
+	cause := "settled by an earlier run of this workflow task"
+	switch held.Status {
+	case status.OrderConfirmed:
+		st, err = p.settle(ctx, gateway.Transaction{OrderID: p.in.OrderID, TransactionKey: held.TransactionKey,
+			Amount: p.in.Amount, Status: gateway.StatusSuccess}, cause)
+		return true, st, err
+	case status.OrderFailed:
+		st, err = p.settle(ctx, gateway.Transaction{OrderID: p.in.OrderID, TransactionKey: held.TransactionKey,
+			Amount: p.in.Amount, Status: gateway.StatusFailed, Reason: held.PaymentReason}, cause)
+		return true, st, err
+	}
+	return false, p.state, nil
 }
 
 // cancelTakes: an operator's cancel ends the wait; from localSteps on, not

@@ -184,7 +184,7 @@ func TestCallbackBeforeTheCreateReturns(t *testing.T) {
 func TestOutOfStockIsRejectedWithoutGatewayCall(t *testing.T) {
 	r := newRun(t)
 	r.reserveSet = true
-	r.env.OnActivity(a.Reserve, mock.Anything, mock.Anything).Return(store.Order{},
+	r.env.OnActivity(a.Reserve, mock.Anything, mock.Anything).Return(activities.ReserveResult{},
 		temporal.NewNonRetryableApplicationError("out of stock", activities.ErrOutOfStock, nil))
 	st := r.execute(t)
 	assert.Equal(t, status.OrderRejected, st.Status)

@@ -175,7 +175,7 @@ func (r *run) execute(t *testing.T) workflows.State {
 
 func (r *run) defaultReserve() {
 	if !r.reserveSet {
-		r.env.OnActivity(a.Reserve, mock.Anything, mock.Anything).Return(store.Order{OrderID: orderID, Status: status.OrderRequesting}, nil)
+		r.env.OnActivity(a.Reserve, mock.Anything, mock.Anything).Return(activities.ReserveResult{Order: store.Order{OrderID: orderID, Status: status.OrderRequesting}}, nil)
 		r.reserveSet = true
 	}
 	if !r.settleSet {

@@ -1,0 +1,163 @@
+package service_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+
+	"github.com/payguard/payguard/internal/testenv"
+	"github.com/payguard/payguard/pgsim/simulator"
+	"github.com/payguard/payguard/status"
+	"github.com/payguard/payguard/store"
+	metricnames "github.com/payguard/payguard/worker/metrics"
+	"github.com/payguard/payguard/workflows"
+)
+
+// Runs of the workflow's first task again. That task runs Reserve, the
+// create and sometimes Settle as local activities and records them only when
+// it completes; a task that does not (its worker killed, its completion
+// refused while a signal or a cancel waits) runs again from a history
+// without them, and must end as the database says the first run ended
+// (money-safety version 4, workflows.recall). Both found by the adversarial
+// review of be2455f.
+
+// The first task sends the create, the gateway charges it and its SUCCESS
+// callback is signalled while the task still waits for the create's answer;
+// the worker is killed. The task runs again on another worker — Reserve, the
+// create (the database answers for it), the callback — and Settle CONFIRMS
+// the order; its completion is refused, because an operator's cancel came
+// while that Settle was blocked. The next run sees the cancel right after
+// Reserve: it must keep the CONFIRMED order's charge (be2455f refunded it,
+// leaving the stock sold, and then failed on CONFIRMED -> CANCELLED).
+func TestRunAgainUnderACancelKeepsAConfirmedOrdersCharge(t *testing.T) {
+	t.Parallel()
+	f := testenv.QuietFaults() // processing 0: SUCCESS and its callback at once
+	// The create is charged and called back, but its answer is held: the
+	// first task stays in the local create with the callback signalled.
+	f.Create.TimeoutRate, f.Create.TimeoutDelay = 1, simulator.Duration(30*time.Second)
+	sim := testenv.Pgsim(t, f)
+	dbURL := testenv.NewDatabase(t)
+	w := newWorkerProcess(t, sim, dbURL, "--read-timeout", "9s", "--poll-initial", "1m", "--poll-max", "1m")
+	first := w.start()
+	ctx := context.Background()
+	st, err := store.Open(ctx, dbURL)
+	require.NoError(t, err)
+	defer st.Close()
+	_, err = st.SetStock(ctx, "P1", 5)
+	require.NoError(t, err)
+
+	orderID := testenv.ID("rerun")
+	id := workflows.PaymentWorkflowID(orderID)
+	w.placeOrder(ctx, orderID)
+	testenv.Eventually(t, 10*time.Second, func() bool { return sim.Stats().Orders[orderID].Successful == 1 }, "the gateway charged")
+	// The server holds the signal behind the running first task; it shows
+	// in the history only when that task ends, so the worker's count says it.
+	testenv.Eventually(t, 10*time.Second, func() bool { return callbacksAccepted(w.httpAddr) > 0 }, "the SUCCESS callback signalled")
+	require.False(t, historyHas(t, id, enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED), "the first task has not completed")
+	kill(t, first)
+	testenv.PatchFaults(t, sim, map[string]any{"create": map[string]any{"timeoutRate": 0}})
+
+	release := testenv.BlockWrites(t, st.Pool(), "UPDATE", "reservations")
+	w.start()
+	testenv.WaitLockWaiters(t, st.Pool(), 1, "advisory", "the run again's Settle CONFIRMED blocked")
+	tc := testenv.Temporal(t)
+	require.NoError(t, tc.CancelWorkflow(ctx, id, ""))
+	release()
+
+	runErr := waitWorkflow(t, tc, id)
+	t.Logf("workflow ended: %v\nhistory:\n%s", runErr, historySummary(t, tc, id))
+	o, err := st.GetOrder(ctx, orderID)
+	require.NoError(t, err)
+	gw := sim.Stats().Orders[orderID]
+	stock, err := st.GetStock(ctx, "P1")
+	require.NoError(t, err)
+	t.Logf("order %s payment %s reservation %s; gateway %+v; stock %+v", o.Status, o.PaymentStatus, o.Reservation, gw, stock)
+	assert.Equal(t, status.OrderConfirmed, o.Status)
+	assert.Equal(t, 1, gw.CreateRequests, "one create")
+	assert.Equal(t, 1, gw.Successful, "the CONFIRMED order's charge stands")
+	assert.Zero(t, gw.Refunded, "the CONFIRMED order's charge was refunded")
+	assert.Equal(t, store.Stock{ProductID: "P1", Total: 5, Available: 3, Sold: 2}, stock)
+	assert.NoError(t, runErr, "the workflow ends as the order did, CONFIRMED")
+	assert.Equal(t, string(status.OrderConfirmed), searchAttribute(t, tc, id, workflows.OrderStatusKey.GetName()))
+}
+
+// The gateway refuses the create and the first task settles FAILED; its
+// completion is refused because a signal came meanwhile (a lookup hint, as
+// an unsigned callback makes one), not a cancel. The run again must end
+// FAILED at once, as the database has it — be2455f sent the create again
+// (the store refused it: the order is final), took that for an unknown
+// outcome and waited PENDING/UNKNOWN until the order's deadline.
+func TestRunAgainOverAFailedOrderEndsItFailed(t *testing.T) {
+	t.Parallel()
+	f := processing(time.Hour)
+	f.Create.FailNext, f.Create.ErrorStatus = 1, http.StatusBadRequest
+	s := testenv.NewStack(t, f, nil)
+	setStock(t, s, 5)
+	ctx := context.Background()
+	release := testenv.BlockWrites(t, s.Store.Pool(), "INSERT", "payment_attempts")
+
+	orderID := testenv.ID("rerun")
+	id := workflows.PaymentWorkflowID(orderID)
+	placeOrder(t, s, orderID)
+	testenv.WaitLockWaiters(t, s.Store.Pool(), 1, "advisory", "the create blocked as it starts")
+	tc := testenv.Temporal(t)
+	require.NoError(t, tc.SignalWorkflow(ctx, id, "", workflows.LookupHintSignal, workflows.LookupHint{}))
+	release()
+
+	// The order's deadline is ten minutes away: a run that waits for it
+	// does not end within waitWorkflow's minute.
+	runErr := waitWorkflow(t, tc, id)
+	t.Logf("workflow ended: %v\nhistory:\n%s", runErr, historySummary(t, tc, id))
+	o, err := s.Store.GetOrder(ctx, orderID)
+	require.NoError(t, err)
+	assert.NoError(t, runErr)
+	assert.Equal(t, status.OrderFailed, o.Status)
+	assert.Equal(t, store.ReservationReleased, o.Reservation)
+	assert.Equal(t, 1, s.Sim.Stats().Orders[orderID].CreateRequests, "one create")
+	events, err := s.Store.Events(ctx, orderID)
+	require.NoError(t, err)
+	for _, e := range events {
+		assert.NotEqual(t, store.KindAnomaly, e.Kind, "anomaly recorded: %s", e.Cause)
+	}
+	assert.Equal(t, string(status.OrderFailed), searchAttribute(t, tc, id, workflows.OrderStatusKey.GetName()))
+	assert.Equal(t, string(status.PaymentFailed), searchAttribute(t, tc, id, workflows.PaymentStatusKey.GetName()))
+}
+
+// callbacksAccepted counts the worker's 2xx answer codes to callbacks that
+// have answered one at least (its /metrics).
+func callbacksAccepted(httpAddr string) int {
+	resp, err := http.Get("http://" + httpAddr + "/metrics")
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	n := 0
+	for _, line := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(line, metricnames.Callbacks+`{code="2`) && !strings.HasSuffix(line, " 0") {
+			n++
+		}
+	}
+	return n
+}
+
+// historyHas: the workflow's history holds an event of the type.
+func historyHas(t *testing.T, id string, typ enumspb.EventType) bool {
+	iter := testenv.Temporal(t).GetWorkflowHistory(context.Background(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for iter.HasNext() {
+		e, err := iter.Next()
+		require.NoError(t, err)
+		if e.GetEventType() == typ {
+			return true
+		}
+	}
+	return false
+}
+
