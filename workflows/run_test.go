@@ -42,6 +42,8 @@ type run struct {
 	start      time.Time
 	reserveSet bool
 	settleSet  bool
+	// cancelOrderErr is what CancelOrder answers (nil: it succeeds).
+	cancelOrderErr error
 
 	mu       sync.Mutex
 	requests int
@@ -66,7 +68,7 @@ func newRun(t *testing.T) *run {
 		defer r.mu.Unlock()
 		r.orderEnd = append(r.orderEnd, in)
 		r.endedAt = append(r.endedAt, r.env.Now())
-		return nil
+		return r.cancelOrderErr
 	}).Maybe()
 	r.env.OnActivity(a.RecordEvent, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.EventInput) error {
 		r.mu.Lock()
