@@ -104,4 +104,3 @@ func TestCompensationOverAFailedOrderRecordsTheRefundAndCompletes(t *testing.T) 
 	last := r.settles[len(r.settles)-1]
 	assert.Equal(t, status.PaymentRefunded, last.Payment, "the refund is recorded")
 }
-

@@ -160,4 +160,3 @@ func historyHas(t *testing.T, id string, typ enumspb.EventType) bool {
 	}
 	return false
 }
-
