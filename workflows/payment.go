@@ -80,6 +80,7 @@ type payment struct {
 	unknownSince   time.Time            // when the latest create's outcome became unknown
 	outcome        *gateway.Transaction // the first definitive answer
 	compensated    []string             // transactions cancelled by compensation
+	recalled       *gateway.Transaction // the answer an earlier run of the first task settled (recall)
 	resends        int                  // re-sends authorised so far
 	hintLooked     bool                 // a lookup hint was looked up since the last regular poll (hints.go)
 	retryAfter     time.Duration        // the latest poll's breaker was open: when it may let one through
@@ -256,23 +257,35 @@ func (p *payment) run(ctx workflow.Context) (State, error) {
 }
 
 // recall takes up what an earlier run of this, the first workflow task, left
-// in the database (see reserveRecalls): the creates it began, and the answer
-// it settled, which ends this run as it ended that one — before an
-// operator's cancel, as an answer in hand does (cancelTakes). A CONFIRMED
-// order keeps its charge; a FAILED one ends FAILED, not waiting for an
-// answer to a create the database would refuse to send.
+// in the database (see reserveRecalls): the creates it began, and how it
+// ended the order. An order it ended ends so again, before an operator's
+// cancel is looked at, as an answer in hand does (cancelTakes): CONFIRMED
+// keeps its charge, FAILED is not waited on, and neither is settled again
+// (the store did that; after a reset to this task the payment may since have
+// moved on, to REFUNDED). A CANCELLED order is compensated again, which the
+// store takes as a repeat, with the search a create that may have reached
+// the gateway calls for.
 func (p *payment) recall(ctx workflow.Context, held activities.ReserveResult) (ended bool, st State, err error) {
 	p.state.Attempts, p.maybeAtGateway = held.Attempts, held.MaybeSent
 	p.track(held.TransactionKey)
-	cause := "settled by an earlier run of this workflow task"
 	switch held.Status {
-	case status.OrderConfirmed:
-		st, err = p.settle(ctx, gateway.Transaction{OrderID: p.in.OrderID, TransactionKey: held.TransactionKey,
-			Amount: p.in.Amount, Status: gateway.StatusSuccess}, cause)
-		return true, st, err
-	case status.OrderFailed:
-		st, err = p.settle(ctx, gateway.Transaction{OrderID: p.in.OrderID, TransactionKey: held.TransactionKey,
-			Amount: p.in.Amount, Status: gateway.StatusFailed, Reason: held.PaymentReason}, cause)
+	case status.OrderConfirmed, status.OrderFailed:
+		p.state.TransactionKey, p.state.Reason = held.TransactionKey, held.PaymentReason
+		p.recalled = &gateway.Transaction{TransactionKey: held.TransactionKey, Status: gateway.StatusSuccess}
+		if held.Status == status.OrderFailed {
+			p.recalled.Status = gateway.StatusFailed
+		}
+		dctx, _ := workflow.NewDisconnectedContext(ctx)
+		p.setStatus(dctx, held.Status, held.PaymentStatus)
+		p.log.Info("order ended by an earlier run of the first workflow task", "status", held.Status, "payment", held.PaymentStatus)
+		p.drainLate(dctx)
+		return true, p.state, nil
+	case status.OrderCancelled:
+		if ctx.Err() != nil {
+			st, err = p.cancelled(ctx)
+		} else {
+			st, err = p.compensate(ctx, "cancelled by an earlier run of the first workflow task")
+		}
 		return true, st, err
 	}
 	return false, p.state, nil

@@ -28,34 +28,69 @@ func (r *run) reserveFinds(o store.Order, maybeSent bool) {
 	r.env.RegisterDelayedCallback(func() { r.env.CancelWorkflow() }, 0)
 }
 
+// The earlier run settled CONFIRMED (its callback's SUCCESS is in the
+// history again): the order ends CONFIRMED, its charge kept, nothing sent,
+// settled or cancelled again, and the repeated answer is no anomaly.
 func TestRunAgainKeepsTheConfirmedOrderOfTheFirstRun(t *testing.T) {
 	r := newRun(t)
 	r.reserveFinds(store.Order{OrderID: orderID, Status: status.OrderConfirmed, PaymentStatus: status.PaymentSuccess,
 		TransactionKey: txKey, Attempts: 1}, true)
+	r.callbackAt(0, gateway.StatusSuccess, txKey)
 	st := r.execute(t)
 	require.NoError(t, r.env.GetWorkflowError(), "ends as the order did, not cancelled")
 	assert.Equal(t, status.OrderConfirmed, st.Status)
+	assert.Equal(t, status.PaymentSuccess, st.PaymentStatus)
 	assert.Equal(t, txKey, st.TransactionKey)
 	assert.Zero(t, r.requests, "no create sent")
 	assert.Empty(t, r.cancels, "the confirmed charge is not cancelled")
 	assert.Empty(t, r.orderEnd, "no compensation")
-	require.Len(t, r.settles, 1)
-	assert.Equal(t, status.OrderConfirmed, r.settles[0].Order)
-	assert.Equal(t, txKey, r.settles[0].TransactionKey)
+	assert.Empty(t, r.settles, "settled once, by the earlier run")
+	assert.Empty(t, r.anomalies())
 }
 
+// A second charge's SUCCESS in the history is still refunded.
+func TestRunAgainOverAConfirmedOrderRefundsAnotherCharge(t *testing.T) {
+	r := newRun(t)
+	r.cancelsSucceed(1)
+	r.reserveFinds(store.Order{OrderID: orderID, Status: status.OrderConfirmed, PaymentStatus: status.PaymentSuccess,
+		TransactionKey: txKey, Attempts: 1}, true)
+	r.callbackAt(0, gateway.StatusSuccess, "20261130:TR:000002")
+	st := r.execute(t)
+	require.NoError(t, r.env.GetWorkflowError())
+	assert.Equal(t, status.OrderConfirmed, st.Status)
+	require.Len(t, r.cancels, 1)
+	assert.Equal(t, []string{"20261130:TR:000002"}, r.cancels[0].TransactionKeys)
+}
+
+// The earlier run settled FAILED, and the payment has since been refunded
+// (a late charge, after a reset to the first task): the order ends as the
+// database has it, with no Settle FAILED over REFUNDED.
 func TestRunAgainEndsTheFailedOrderOfTheFirstRun(t *testing.T) {
 	r := newRun(t)
-	r.reserveFinds(store.Order{OrderID: orderID, Status: status.OrderFailed, PaymentStatus: status.PaymentFailed,
+	r.reserveFinds(store.Order{OrderID: orderID, Status: status.OrderFailed, PaymentStatus: status.PaymentRefunded,
 		PaymentReason: "LIMIT_EXCEEDED", Attempts: 1}, false)
 	st := r.execute(t)
 	require.NoError(t, r.env.GetWorkflowError())
 	assert.Equal(t, status.OrderFailed, st.Status)
+	assert.Equal(t, status.PaymentRefunded, st.PaymentStatus)
 	assert.Equal(t, "LIMIT_EXCEEDED", st.Reason)
 	assert.Zero(t, r.requests, "no create sent")
 	assert.Empty(t, r.cancels)
-	require.Len(t, r.settles, 1)
-	assert.Equal(t, status.OrderFailed, r.settles[0].Order)
+	assert.Empty(t, r.settles)
+}
+
+// The earlier run compensated (CANCELLED): compensation runs again, as a
+// repeat, and the run ends cancelled under the operator's cancel.
+func TestRunAgainCompensatesTheCancelledOrderOfTheFirstRunAgain(t *testing.T) {
+	r := newRun(t)
+	r.reserveFinds(store.Order{OrderID: orderID, Status: status.OrderCancelled, PaymentStatus: status.PaymentCancelled, Attempts: 1}, false)
+	st := r.execute(t)
+	var canceled *temporal.CanceledError
+	require.ErrorAs(t, r.env.GetWorkflowError(), &canceled)
+	assert.Equal(t, status.OrderCancelled, st.Status)
+	assert.Zero(t, r.requests, "no create sent")
+	assert.Empty(t, r.cancels, "no create reached the gateway")
+	require.Len(t, r.orderEnd, 1)
 }
 
 // An open order the first run sent a create for: the cancel searches the

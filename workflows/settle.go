@@ -153,6 +153,10 @@ func (p *payment) cancelAtGateway(ctx workflow.Context, keys []string, searchByO
 func (p *payment) drainLate(ctx workflow.Context) {
 	var cb gateway.Transaction
 	for p.callbacks.ReceiveAsync(&cb) {
+		if r := p.recalled; r != nil && cb.TransactionKey == r.TransactionKey && cb.Status == r.Status {
+			cb = gateway.Transaction{}
+			continue // the answer the earlier run settled, delivered again
+		}
 		ours := p.state.Status == status.OrderConfirmed && cb.TransactionKey == p.state.TransactionKey
 		if cb.Status == gateway.StatusSuccess && cb.OrderID == p.in.OrderID && !ours && !slices.Contains(p.compensated, cb.TransactionKey) {
 			p.record(ctx, activities.KindAnomaly, "SUCCESS arrived after the order was settled "+string(p.state.Status)+"; refunding",

@@ -17,6 +17,7 @@ import (
 	"github.com/payguard/payguard/status"
 	"github.com/payguard/payguard/store"
 	metricnames "github.com/payguard/payguard/worker/metrics"
+	"github.com/payguard/payguard/worker/service"
 	"github.com/payguard/payguard/workflows"
 )
 
@@ -86,6 +87,65 @@ func TestRunAgainUnderACancelKeepsAConfirmedOrdersCharge(t *testing.T) {
 	assert.Equal(t, store.Stock{ProductID: "P1", Total: 5, Available: 3, Sold: 2}, stock)
 	assert.NoError(t, runErr, "the workflow ends as the order did, CONFIRMED")
 	assert.Equal(t, string(status.OrderConfirmed), searchAttribute(t, tc, id, workflows.OrderStatusKey.GetName()))
+	// The killed worker's create is one; the answer the earlier run settled,
+	// delivered again, is none.
+	assert.Equal(t, []string{"create sent and never answered"}, anomalies(t, st, orderID))
+}
+
+// The first task's create is refused as not processed (429) on its only
+// allowed try, and the task compensates: its CancelOrder ends the order
+// CANCELLED; its completion is refused because a signal came meanwhile. The
+// run again must end the order CANCELLED at once (0a0520b sent the create
+// again, which the store refused, and waited UNKNOWN for the deadline).
+func TestRunAgainOverACancelledOrderEndsIt(t *testing.T) {
+	t.Parallel()
+	f := testenv.QuietFaults()
+	f.Create.ErrorRate, f.Create.ErrorStatus = 1, http.StatusTooManyRequests
+	s := testenv.NewStack(t, f, func(c *service.Config) {
+		c.RequestAttempts, c.PollInitial, c.PollMax = 1, time.Minute, time.Minute
+	})
+	setStock(t, s, 5)
+	ctx := context.Background()
+	release := testenv.BlockWrites(t, s.Store.Pool(), "UPDATE", "reservations")
+
+	orderID := testenv.ID("rerun")
+	id := workflows.PaymentWorkflowID(orderID)
+	placeOrder(t, s, orderID)
+	testenv.WaitLockWaiters(t, s.Store.Pool(), 1, "advisory", "the first task's CancelOrder blocked")
+	tc := testenv.Temporal(t)
+	require.NoError(t, tc.SignalWorkflow(ctx, id, "", workflows.LookupHintSignal, workflows.LookupHint{}))
+	release()
+
+	runErr := waitWorkflow(t, tc, id)
+	t.Logf("workflow ended: %v\nhistory:\n%s", runErr, historySummary(t, tc, id))
+	o, err := s.Store.GetOrder(ctx, orderID)
+	require.NoError(t, err)
+	assert.NoError(t, runErr)
+	assert.Equal(t, status.OrderCancelled, o.Status)
+	assert.Equal(t, store.Stock{ProductID: "P1", Total: 5, Available: 5}, stock(t, s))
+	assert.Equal(t, 1, s.Sim.Stats().Orders[orderID].CreateRequests, "one create")
+	assert.Equal(t, string(status.OrderCancelled), searchAttribute(t, tc, id, workflows.OrderStatusKey.GetName()))
+	assertNoAnomaly(t, s.Store, orderID)
+}
+
+// assertNoAnomaly: the order's event log records no anomaly.
+func assertNoAnomaly(t *testing.T, st *store.Store, orderID string) {
+	t.Helper()
+	assert.Empty(t, anomalies(t, st, orderID))
+}
+
+// anomalies are the causes of the anomalies in the order's event log.
+func anomalies(t *testing.T, st *store.Store, orderID string) []string {
+	t.Helper()
+	events, err := st.Events(context.Background(), orderID)
+	require.NoError(t, err)
+	var out []string
+	for _, e := range events {
+		if e.Kind == store.KindAnomaly {
+			out = append(out, e.Cause)
+		}
+	}
+	return out
 }
 
 // The gateway refuses the create and the first task settles FAILED; its
@@ -121,11 +181,7 @@ func TestRunAgainOverAFailedOrderEndsItFailed(t *testing.T) {
 	assert.Equal(t, status.OrderFailed, o.Status)
 	assert.Equal(t, store.ReservationReleased, o.Reservation)
 	assert.Equal(t, 1, s.Sim.Stats().Orders[orderID].CreateRequests, "one create")
-	events, err := s.Store.Events(ctx, orderID)
-	require.NoError(t, err)
-	for _, e := range events {
-		assert.NotEqual(t, store.KindAnomaly, e.Kind, "anomaly recorded: %s", e.Cause)
-	}
+	assertNoAnomaly(t, s.Store, orderID)
 	assert.Equal(t, string(status.OrderFailed), searchAttribute(t, tc, id, workflows.OrderStatusKey.GetName()))
 	assert.Equal(t, string(status.PaymentFailed), searchAttribute(t, tc, id, workflows.PaymentStatusKey.GetName()))
 }
