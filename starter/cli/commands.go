@@ -116,11 +116,20 @@ func runOrder(ctx context.Context, args []string, env Env) error {
 	return c.print(view, view.text())
 }
 
+// StateQueryTimeout bounds the workflow's state query in an order's view.
+// The server answers a query between workflow tasks, so one asked while a
+// task runs a local activity (the create, a database step) waits for that
+// task — up to the create's timeout, or the task's heartbeat — and the
+// database's view, which needs no workflow, is shown without it.
+const StateQueryTimeout = 2 * time.Second
+
 // orderView combines the workflow's state query with the database row.
 func (c *command) orderView(ctx context.Context, cl client.Client, orderID string) OrderView {
 	v := OrderView{OrderID: orderID, Sources: map[string]string{}}
 	if cl != nil {
-		resp, err := cl.QueryWorkflow(ctx, workflows.PaymentWorkflowID(orderID), "", workflows.StateQuery)
+		qctx, cancel := context.WithTimeout(ctx, StateQueryTimeout)
+		resp, err := cl.QueryWorkflow(qctx, workflows.PaymentWorkflowID(orderID), "", workflows.StateQuery)
+		cancel()
 		var st workflows.State
 		if err == nil {
 			err = resp.Get(&st)
@@ -135,6 +144,8 @@ func (c *command) orderView(ctx context.Context, cl client.Client, orderID strin
 			v.Sources["workflow"] = "ok"
 		case errors.As(err, &notFound):
 			v.Sources["workflow"] = "no such workflow"
+		case qctx.Err() == context.DeadlineExceeded && ctx.Err() == nil:
+			v.Sources["workflow"] = fmt.Sprintf("busy: no answer to the state query within %s (a workflow task is running)", StateQueryTimeout)
 		default:
 			v.Sources["workflow"] = "unreachable: " + loadgen.RootCause(err).Error()
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/payguard/payguard/loadgen"
 	"github.com/payguard/payguard/starter/cli"
 	"github.com/payguard/payguard/status"
+	"github.com/payguard/payguard/workflows"
 )
 
 // The starter's commands against a running worker: status, cancel, stock,
@@ -128,4 +129,33 @@ func TestStatusSaysWhatItCouldNotReach(t *testing.T) {
 	assert.Equal(t, status.OrderPending, v.Status)
 	assert.Equal(t, "ok", v.Sources["database"])
 	assert.Contains(t, v.Sources["workflow"], "unreachable")
+}
+
+// A workflow task running a local activity — here the create, blocked in
+// the database — holds a state query until it completes (the create's
+// timeout, or the task's heartbeat). status and cancel --wait=false show the
+// database's view without waiting for it, and say why the workflow's part
+// is missing.
+func TestStatusDoesNotWaitForABusyWorkflowTask(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStack(t, processing(time.Hour), nil)
+	setStock(t, s, 5)
+	release := testenv.BlockWrites(t, s.Store.Pool(), "INSERT", "payment_attempts")
+	orderID := testenv.ID("busy")
+	placeOrder(t, s, orderID)
+	testenv.WaitLockWaiters(t, s.Store.Pool(), 1, "advisory", "the create blocked as it starts")
+
+	for _, args := range [][]string{{"status", orderID, "--json"}, {"cancel", orderID, "--wait=false", "--json"}} {
+		v, out := orderView(t, s, args...)
+		t.Logf("%v: %s", args, out)
+		assert.Equal(t, "ok", v.Sources["database"], "%v", args)
+		assert.Contains(t, v.Sources["workflow"], "busy", "%v: the query waited for the task", args)
+		assert.Equal(t, status.OrderRequesting, v.Status, "%v: the database's view", args)
+	}
+	release()
+	tc := testenv.Temporal(t)
+	_ = waitWorkflow(t, tc, workflows.PaymentWorkflowID(orderID))
+	o, err := s.Store.GetOrder(context.Background(), orderID)
+	require.NoError(t, err)
+	assert.Equal(t, status.OrderCancelled, o.Status, "the cancel took")
 }
