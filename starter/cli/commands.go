@@ -121,7 +121,7 @@ func runOrder(ctx context.Context, args []string, env Env) error {
 // task runs a local activity (the create, a database step) waits for that
 // task — up to the create's timeout, or the task's heartbeat — and the
 // database's view, which needs no workflow, is shown without it.
-const StateQueryTimeout = 2 * time.Second
+const StateQueryTimeout = 3 * time.Second
 
 // orderView combines the workflow's state query with the database row.
 func (c *command) orderView(ctx context.Context, cl client.Client, orderID string) OrderView {
