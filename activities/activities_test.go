@@ -311,7 +311,7 @@ func TestCancelPaymentsRefundsSuccessAndFindsUnknownByOrder(t *testing.T) {
 	r := newRig(t, quiet(), activities.DefaultBreakerSettings(), false)
 	r.reserve(t, "order-1")
 	created := r.requestAccepted(t, "order-1")
-	testenv.Admin(t, r.sim, "POST", "/admin/transactions/"+created.TransactionKey+"/resolve", map[string]any{"status": "SUCCESS", "callback": false}, nil)
+	testenv.Resolve(t, r.sim, created.TransactionKey, "SUCCESS", "", false)
 
 	var res activities.CancelResult
 	for range 2 { // idempotent

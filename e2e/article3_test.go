@@ -51,7 +51,7 @@ func TestArticle3CircuitOpenButPaymentSucceeded(t *testing.T) {
 	testenv.PatchFaults(t, s.Sim, map[string]any{"lookup": map[string]any{"errorRate": 0}})
 
 	// The gateway records SUCCESS for our order but sends no callback.
-	testenv.Admin(t, s.Sim, "POST", "/admin/transactions/"+ours.TransactionKey+"/resolve", map[string]any{"status": "SUCCESS", "callback": false}, nil)
+	testenv.Resolve(t, s.Sim, ours.TransactionKey, "SUCCESS", "", false)
 
 	// A lookup of our order while OPEN: payment PENDING, order awaiting payment, available 3.
 	testenv.Eventually(t, 8*time.Second, func() bool {
@@ -99,7 +99,7 @@ func TestArticle3CircuitOpenButPaymentSucceeded(t *testing.T) {
 	placeOrder(t, s, "a3-failed", "P3", 2)
 	failing := waitOrder(t, s, "a3-failed", status.OrderPending, 30*time.Second)
 	assert.Equal(t, int64(3), stockOf(t, s, "P3").Available)
-	testenv.Admin(t, s.Sim, "POST", "/admin/transactions/"+failing.TransactionKey+"/resolve", map[string]any{"status": "FAILED", "reason": "LIMIT_EXCEEDED", "callback": false}, nil)
+	testenv.Resolve(t, s.Sim, failing.TransactionKey, "FAILED", "LIMIT_EXCEEDED", false)
 	failed := waitOrder(t, s, "a3-failed", status.OrderFailed, 20*time.Second)
 	assert.Equal(t, status.PaymentFailed, failed.PaymentStatus)
 	assert.Equal(t, "LIMIT_EXCEEDED", failed.PaymentReason)

@@ -42,7 +42,7 @@ func TestCardDataNeverInClearInTemporal(t *testing.T) {
 	ctx := context.Background()
 	placeOrder(t, s, "enc-order-1", "P1", 1, "--card-no", cardNo)
 	o := waitOrder(t, s, "enc-order-1", status.OrderPending, 30*time.Second)
-	testenv.Admin(t, s.Sim, "POST", "/admin/transactions/"+o.TransactionKey+"/resolve", map[string]any{"status": "SUCCESS", "callback": true}, nil)
+	testenv.Resolve(t, s.Sim, o.TransactionKey, "SUCCESS", "", true)
 	waitOrder(t, s, "enc-order-1", status.OrderConfirmed, 30*time.Second)
 	assert.Equal(t, o.TransactionKey, workflowState(t, s, "enc-order-1").TransactionKey, "the query answers through the codec")
 

@@ -113,7 +113,7 @@ func TestLookupModeOpenBreakerMakesTheHintWait(t *testing.T) {
 	placeOrder(t, s, id, "P1", 2)
 	o := waitOrder(t, s, id, status.OrderPending, 30*time.Second)
 	// The charge really succeeded, but lookups fail with INTERNAL_ERROR.
-	testenv.Admin(t, s.Sim, "POST", "/admin/transactions/"+o.TransactionKey+"/resolve", map[string]any{"status": "SUCCESS", "callback": false}, nil)
+	testenv.Resolve(t, s.Sim, o.TransactionKey, "SUCCESS", "", false)
 	testenv.PatchFaults(t, s.Sim, map[string]any{"lookup": map[string]any{"errorRate": 1}})
 	hint := gateway.TransactionInfo{TransactionKey: o.TransactionKey, OrderID: id, CardType: "KB", CardNo: "1234-5678-9012-3456",
 		Amount: 5000, Status: gateway.StatusSuccess}

@@ -3,7 +3,6 @@ package e2e_test
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"testing"
 	"time"
 
@@ -42,8 +41,7 @@ func latestRun(t *testing.T, orderID string) (workflowType, orderStatus, payment
 // database and its workflow has closed.
 func endByCallback(t *testing.T, s *testenv.Stack, pending store.Order, gatewayStatus string, want status.Order) store.Order {
 	t.Helper()
-	testenv.Admin(t, s.Sim, http.MethodPost, "/admin/transactions/"+pending.TransactionKey+"/resolve",
-		map[string]any{"status": gatewayStatus, "callback": true}, nil)
+	testenv.Resolve(t, s.Sim, pending.TransactionKey, gatewayStatus, "", true)
 	o := waitOrder(t, s, pending.OrderID, want, 30*time.Second)
 	testenv.Eventually(t, 10*time.Second, func() bool { return !workflowOpen(t, pending.OrderID) }, pending.OrderID+"'s workflow closed")
 	return o

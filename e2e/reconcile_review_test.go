@@ -3,7 +3,6 @@ package e2e_test
 import (
 	"context"
 	"encoding/json"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -63,8 +62,7 @@ func TestReconcileRecoveryOfRefusedPaymentWithLateCharge(t *testing.T) {
 	require.Equal(t, status.OrderPending, o.Status)
 	require.Equal(t, status.PaymentFailed, o.PaymentStatus)
 	// The workflow died here, before settling FAILED. Create #1 charges.
-	testenv.Admin(t, s.Sim, http.MethodPost, "/admin/transactions/"+first.TransactionKey+"/resolve",
-		map[string]any{"status": "SUCCESS", "callback": false}, nil)
+	testenv.Resolve(t, s.Sim, first.TransactionKey, "SUCCESS", "", false)
 
 	f := onlyFinding(t, sweep(t, s))
 	require.Equal(t, activities.FindingWorkflowGone, f.Finding)

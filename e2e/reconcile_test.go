@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net"
-	"net/http"
 	"testing"
 	"time"
 
@@ -70,8 +69,7 @@ func cancelledWithLateCharge(t *testing.T, s *testenv.Stack, orderID string) sto
 	testenv.Eventually(t, 10*time.Second, func() bool {
 		return !workflowOpen(t, orderID)
 	}, "the order's workflow ended")
-	testenv.Admin(t, s.Sim, http.MethodPost, "/admin/transactions/"+o.TransactionKey+"/resolve",
-		map[string]any{"status": "SUCCESS", "callback": false}, nil)
+	testenv.Resolve(t, s.Sim, o.TransactionKey, "SUCCESS", "", false)
 	require.Equal(t, gateway.StatusSuccess, gatewayTx(t, s, o.TransactionKey).Status)
 	return o
 }
@@ -169,8 +167,7 @@ func TestReconcileRecoversOrderWithoutWorkflow(t *testing.T) {
 	assert.Equal(t, 1, res.Running)
 
 	require.NoError(t, testenv.Temporal(t).TerminateWorkflow(ctx, workflows.PaymentWorkflowID("rc-gone"), "", "test: workflow lost"))
-	testenv.Admin(t, s.Sim, http.MethodPost, "/admin/transactions/"+o.TransactionKey+"/resolve",
-		map[string]any{"status": "SUCCESS", "callback": false}, nil)
+	testenv.Resolve(t, s.Sim, o.TransactionKey, "SUCCESS", "", false)
 
 	f := onlyFinding(t, sweep(t, s))
 	assert.Equal(t, activities.FindingWorkflowGone, f.Finding)
@@ -206,8 +203,7 @@ func TestReconcileRecoveryCompensates(t *testing.T) {
 	assert.Empty(t, sweep(t, s).Findings, "the recovery runs: nothing to find")
 	assert.Equal(t, int64(1), stockOf(t, s, "P1").Reserved)
 
-	testenv.Admin(t, s.Sim, http.MethodPost, "/admin/transactions/"+o.TransactionKey+"/resolve",
-		map[string]any{"status": "FAILED", "reason": "LIMIT_EXCEEDED", "callback": false}, nil)
+	testenv.Resolve(t, s.Sim, o.TransactionKey, "FAILED", "LIMIT_EXCEEDED", false)
 	got := waitOrder(t, s, "rc-comp", status.OrderFailed, 30*time.Second)
 	assert.Equal(t, store.ReservationReleased, got.Reservation)
 	assert.Equal(t, int64(5), stockOf(t, s, "P1").Available)
@@ -264,8 +260,7 @@ func TestReconcileFlagsConfirmedUnpaid(t *testing.T) {
 	setStock(t, s, "P1", 5)
 	placeOrder(t, s, "rc-flag", "P1", 1, "--wait")
 	o := waitOrder(t, s, "rc-flag", status.OrderConfirmed, 30*time.Second)
-	testenv.Admin(t, s.Sim, http.MethodPost, "/admin/transactions/"+o.TransactionKey+"/resolve",
-		map[string]any{"status": "FAILED", "callback": false}, nil)
+	testenv.Resolve(t, s.Sim, o.TransactionKey, "FAILED", "", false)
 
 	f := onlyFinding(t, sweep(t, s))
 	assert.Equal(t, activities.FindingConfirmedUnpaid, f.Finding)

@@ -42,7 +42,7 @@ func TestRecordReplayHistories(t *testing.T) {
 		return s.Sim.Stats().Orders[orderID].Transactions[0]
 	}
 	resolve := func(orderID, st string, callback bool) {
-		testenv.Admin(t, s.Sim, "POST", "/admin/transactions/"+keyOf(orderID)+"/resolve", map[string]any{"status": st, "callback": callback}, nil)
+		testenv.Resolve(t, s.Sim, keyOf(orderID), st, "", callback)
 	}
 	// A poll refused by the open lookup breaker, then the charge found.
 	breakerOpenThenSuccess := func(id string) {

@@ -58,7 +58,7 @@ func TestTemporalUIShowsTheOrders(t *testing.T) {
 	ctx := context.Background()
 	resolve := func(orderID, st string) {
 		o := waitOrder(t, s, orderID, status.OrderPending, 30*time.Second)
-		testenv.Admin(t, s.Sim, "POST", "/admin/transactions/"+o.TransactionKey+"/resolve", map[string]any{"status": st, "callback": true}, nil)
+		testenv.Resolve(t, s.Sim, o.TransactionKey, st, "", true)
 	}
 	placeOrder(t, s, "ui-ok-1", "P1", 2)
 	placeOrder(t, s, "ui-failed", "P1", 1)

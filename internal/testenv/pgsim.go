@@ -49,6 +49,22 @@ func PgsimWith(t testing.TB, faults simulator.Faults, tune func(*simulator.Confi
 	return s
 }
 
+// Resolve decides a transaction at the gateway simulator (its admin call
+// POST /admin/transactions/{key}/resolve): status, a reason for a FAILED
+// one ("" for none), and whether the simulator sends its callback. The test
+// fails unless the simulator took it; pgsim's own tests of the admin API
+// call Admin.
+func Resolve(t testing.TB, s *simulator.Server, key, status, reason string, callback bool) {
+	t.Helper()
+	body := map[string]any{"status": status, "callback": callback}
+	if reason != "" {
+		body["reason"] = reason
+	}
+	if code := Admin(t, s, http.MethodPost, "/admin/transactions/"+key+"/resolve", body, nil); code != http.StatusOK {
+		t.Fatalf("resolve %s %s at the gateway: HTTP %d", key, status, code)
+	}
+}
+
 // Admin sends an admin call and decodes the answer's data (the envelope's
 // data; its meta when the call failed) into out, when not nil.
 func Admin(t testing.TB, s *simulator.Server, method, path string, body any, out any) int {

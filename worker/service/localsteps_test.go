@@ -89,8 +89,7 @@ func cancelDuringLocalSettle(t *testing.T, orderID string, answer func(s *testen
 	s, o := pendingOrder(t, orderID)
 	ctx := context.Background()
 	key := o.TransactionKey
-	require.Equal(t, http.StatusOK, testenv.Admin(t, s.Sim, http.MethodPost, "/admin/transactions/"+key+"/resolve",
-		map[string]any{"status": gateway.StatusSuccess, "callback": false}, nil))
+	testenv.Resolve(t, s.Sim, key, gateway.StatusSuccess, "", false)
 
 	release := testenv.HoldRows(t, s.Store.Pool(), `SELECT * FROM orders WHERE order_id = $1 FOR UPDATE`, orderID)
 

@@ -154,7 +154,7 @@ func TestLateSuccessForACancelledOrderIsRefunded(t *testing.T) {
 	require.NoError(t, err)
 	waitStatus(t, s, "late-1", status.OrderCancelled)
 	// The gateway charges anyway, and says so.
-	testenv.Admin(t, s.Sim, "POST", "/admin/transactions/"+o.TransactionKey+"/resolve", map[string]any{"status": "SUCCESS", "callback": true}, nil)
+	testenv.Resolve(t, s.Sim, o.TransactionKey, "SUCCESS", "", true)
 	testenv.Eventually(t, 30*time.Second, func() bool { return s.Sim.Stats().Orders["late-1"].Refunded == 1 }, "the late charge refunded at the gateway")
 	testenv.Eventually(t, 30*time.Second, func() bool {
 		o, err := s.Store.GetOrder(context.Background(), "late-1")
