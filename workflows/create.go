@@ -3,7 +3,6 @@ package workflows
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -162,11 +161,7 @@ func (p *payment) sendLocally(ctx workflow.Context, in activities.RequestInput, 
 // create's options — not one of the activity's answers (an outcome unknown,
 // a refusal, an illegal transition, a create the client cannot build).
 func createRetryable(err error) bool {
-	var appErr *temporal.ApplicationError
-	if errors.As(err, &appErr) {
-		return !appErr.NonRetryable() && !slices.Contains(createAnswers, appErr.Type())
-	}
-	return true // a timeout: the next try asks the database what went out
+	return retriedUnless(err, createAnswers) // a timeout too: the next try asks the database what went out
 }
 
 // createAnswers are the create's non-retryable error types.

@@ -60,12 +60,19 @@ func localDatabaseOptions(summary string) workflow.LocalActivityOptions {
 // would retry (not a refusal, not a cancel).
 func outOfLocalTries(err error) bool {
 	var canceled *temporal.CanceledError
-	var appErr *temporal.ApplicationError
-	switch {
-	case err == nil, errors.As(err, &canceled):
+	if err == nil || errors.As(err, &canceled) {
 		return false
-	case errors.As(err, &appErr):
-		return !appErr.NonRetryable() && !slices.Contains(databaseRefusals, appErr.Type())
+	}
+	return retriedUnless(err, databaseRefusals)
+}
+
+// retriedUnless: an error Temporal retries under options that list answers
+// as non-retryable — not one of them, not marked non-retryable; a timeout
+// or any other failure is retried.
+func retriedUnless(err error, answers []string) bool {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		return !appErr.NonRetryable() && !slices.Contains(answers, appErr.Type())
 	}
 	return true
 }
