@@ -123,19 +123,45 @@ func runOrder(ctx context.Context, args []string, env Env) error {
 // database's view, which needs no workflow, is shown without it.
 const StateQueryTimeout = 3 * time.Second
 
+// queryState asks the order's workflow for its state, waiting at most
+// StateQueryTimeout (busy then). The bound is this timer's, not a deadline
+// on the call: the server may end a call at its deadline before the
+// client's own timer says so, with an error that looks like any other.
+func queryState(ctx context.Context, cl client.Client, orderID string) (st workflows.State, busy bool, err error) {
+	qctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type answer struct {
+		st  workflows.State
+		err error
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		var a answer
+		resp, err := cl.QueryWorkflow(qctx, workflows.PaymentWorkflowID(orderID), "", workflows.StateQuery)
+		if a.err = err; err == nil {
+			a.err = resp.Get(&a.st)
+		}
+		answered <- a
+	}()
+	timer := time.NewTimer(StateQueryTimeout)
+	defer timer.Stop()
+	select {
+	case a := <-answered:
+		return a.st, false, a.err
+	case <-timer.C:
+		return workflows.State{}, true, nil
+	}
+}
+
 // orderView combines the workflow's state query with the database row.
 func (c *command) orderView(ctx context.Context, cl client.Client, orderID string) OrderView {
 	v := OrderView{OrderID: orderID, Sources: map[string]string{}}
 	if cl != nil {
-		qctx, cancel := context.WithTimeout(ctx, StateQueryTimeout)
-		resp, err := cl.QueryWorkflow(qctx, workflows.PaymentWorkflowID(orderID), "", workflows.StateQuery)
-		cancel()
-		var st workflows.State
-		if err == nil {
-			err = resp.Get(&st)
-		}
+		st, busy, err := queryState(ctx, cl, orderID)
 		var notFound *serviceerror.NotFound
 		switch {
+		case busy:
+			v.Sources["workflow"] = fmt.Sprintf("busy: no answer to the state query within %s (a workflow task is running)", StateQueryTimeout)
 		case err == nil:
 			v.Status, v.PaymentStatus, v.TransactionKey, v.Attempts = st.Status, st.PaymentStatus, st.TransactionKey, st.Attempts
 			v.LastLookup, v.Reason = st.LastLookup, st.Reason
@@ -144,8 +170,6 @@ func (c *command) orderView(ctx context.Context, cl client.Client, orderID strin
 			v.Sources["workflow"] = "ok"
 		case errors.As(err, &notFound):
 			v.Sources["workflow"] = "no such workflow"
-		case qctx.Err() == context.DeadlineExceeded && ctx.Err() == nil:
-			v.Sources["workflow"] = fmt.Sprintf("busy: no answer to the state query within %s (a workflow task is running)", StateQueryTimeout)
 		default:
 			v.Sources["workflow"] = "unreachable: " + loadgen.RootCause(err).Error()
 		}
