@@ -65,6 +65,17 @@ func (w *workerProcess) start() *exec.Cmd {
 	return cmd
 }
 
+// stockedStore opens the workers' database (closed when the test ends) with
+// 5 × P1 in stock; the first worker started has created its schema.
+func (w *workerProcess) stockedStore(ctx context.Context) *store.Store {
+	st, err := store.Open(ctx, w.env["DATABASE_URL"])
+	require.NoError(w.t, err)
+	w.t.Cleanup(st.Close)
+	_, err = st.SetStock(ctx, "P1", 5)
+	require.NoError(w.t, err)
+	return st
+}
+
 // placeOrder places an order for 2 × P1 through the starter.
 func (w *workerProcess) placeOrder(ctx context.Context, orderID string) {
 	getenv := func(k string) string { return w.env[k] }
@@ -92,11 +103,7 @@ func TestWorkerKilledMidCreateFinishesWithOneCreate(t *testing.T) {
 	first := start()
 
 	ctx := context.Background()
-	st, err := store.Open(ctx, dbURL)
-	require.NoError(t, err)
-	defer st.Close()
-	_, err = st.SetStock(ctx, "P1", 5)
-	require.NoError(t, err)
+	st := w.stockedStore(ctx)
 	w.placeOrder(ctx, "crash-1")
 
 	testenv.Eventually(t, 30*time.Second, func() bool {
@@ -159,11 +166,7 @@ func TestWorkerKilledMidCreateThenCancelledLeavesNoCharge(t *testing.T) {
 	first := w.start()
 
 	ctx := context.Background()
-	st, err := store.Open(ctx, dbURL)
-	require.NoError(t, err)
-	defer st.Close()
-	_, err = st.SetStock(ctx, "P1", 5)
-	require.NoError(t, err)
+	st := w.stockedStore(ctx)
 	orderID := testenv.ID("crash")
 	w.placeOrder(ctx, orderID)
 	testenv.Eventually(t, 30*time.Second, func() bool {

@@ -48,11 +48,7 @@ func TestRunAgainUnderACancelKeepsAConfirmedOrdersCharge(t *testing.T) {
 	w := newWorkerProcess(t, sim, dbURL, "--read-timeout", "9s", "--poll-initial", "1m", "--poll-max", "1m")
 	first := w.start()
 	ctx := context.Background()
-	st, err := store.Open(ctx, dbURL)
-	require.NoError(t, err)
-	defer st.Close()
-	_, err = st.SetStock(ctx, "P1", 5)
-	require.NoError(t, err)
+	st := w.stockedStore(ctx)
 
 	orderID := testenv.ID("rerun")
 	id := workflows.PaymentWorkflowID(orderID)
@@ -105,20 +101,10 @@ func TestRunAgainOverACancelledOrderEndsIt(t *testing.T) {
 		c.RequestAttempts, c.PollInitial, c.PollMax = 1, time.Minute, time.Minute
 	})
 	setStock(t, s, 5)
-	ctx := context.Background()
-	release := testenv.BlockWrites(t, s.Store.Pool(), "UPDATE", "reservations")
-
-	orderID := testenv.ID("rerun")
-	id := workflows.PaymentWorkflowID(orderID)
-	placeOrder(t, s, orderID)
-	testenv.WaitLockWaiters(t, s.Store.Pool(), 1, "advisory", "the first task's CancelOrder blocked")
+	orderID, runErr := signalWhileBlocked(t, s, "UPDATE", "reservations", "the first task's CancelOrder blocked")
 	tc := testenv.Temporal(t)
-	require.NoError(t, tc.SignalWorkflow(ctx, id, "", workflows.LookupHintSignal, workflows.LookupHint{}))
-	release()
-
-	runErr := waitWorkflow(t, tc, id)
-	t.Logf("workflow ended: %v\nhistory:\n%s", runErr, historySummary(t, tc, id))
-	o, err := s.Store.GetOrder(ctx, orderID)
+	id := workflows.PaymentWorkflowID(orderID)
+	o, err := s.Store.GetOrder(context.Background(), orderID)
 	require.NoError(t, err)
 	assert.NoError(t, runErr)
 	assert.Equal(t, status.OrderCancelled, o.Status)
@@ -160,22 +146,10 @@ func TestRunAgainOverAFailedOrderEndsItFailed(t *testing.T) {
 	f.Create.FailNext, f.Create.ErrorStatus = 1, http.StatusBadRequest
 	s := testenv.NewStack(t, f, nil)
 	setStock(t, s, 5)
-	ctx := context.Background()
-	release := testenv.BlockWrites(t, s.Store.Pool(), "INSERT", "payment_attempts")
-
-	orderID := testenv.ID("rerun")
-	id := workflows.PaymentWorkflowID(orderID)
-	placeOrder(t, s, orderID)
-	testenv.WaitLockWaiters(t, s.Store.Pool(), 1, "advisory", "the create blocked as it starts")
+	orderID, runErr := signalWhileBlocked(t, s, "INSERT", "payment_attempts", "the create blocked as it starts")
 	tc := testenv.Temporal(t)
-	require.NoError(t, tc.SignalWorkflow(ctx, id, "", workflows.LookupHintSignal, workflows.LookupHint{}))
-	release()
-
-	// The order's deadline is ten minutes away: a run that waits for it
-	// does not end within waitWorkflow's minute.
-	runErr := waitWorkflow(t, tc, id)
-	t.Logf("workflow ended: %v\nhistory:\n%s", runErr, historySummary(t, tc, id))
-	o, err := s.Store.GetOrder(ctx, orderID)
+	id := workflows.PaymentWorkflowID(orderID)
+	o, err := s.Store.GetOrder(context.Background(), orderID)
 	require.NoError(t, err)
 	assert.NoError(t, runErr)
 	assert.Equal(t, status.OrderFailed, o.Status)
@@ -184,6 +158,27 @@ func TestRunAgainOverAFailedOrderEndsItFailed(t *testing.T) {
 	assertNoAnomaly(t, s.Store, orderID)
 	assert.Equal(t, string(status.OrderFailed), searchAttribute(t, tc, id, workflows.OrderStatusKey.GetName()))
 	assert.Equal(t, string(status.PaymentFailed), searchAttribute(t, tc, id, workflows.PaymentStatusKey.GetName()))
+}
+
+// signalWhileBlocked places an order whose first workflow task blocks on an
+// event ("INSERT", "UPDATE") of table, signals the workflow (a lookup hint,
+// as an unsigned callback makes one) while the task waits there, so the
+// server refuses that task's completion, then lets the write through, and
+// returns how the workflow ended. The order's deadline is ten minutes away:
+// a run that waits for it does not end within waitWorkflow's minute.
+func signalWhileBlocked(t *testing.T, s *testenv.Stack, event, table, blocked string) (orderID string, runErr error) {
+	t.Helper()
+	release := testenv.BlockWrites(t, s.Store.Pool(), event, table)
+	orderID = testenv.ID("rerun")
+	id := workflows.PaymentWorkflowID(orderID)
+	placeOrder(t, s, orderID)
+	testenv.WaitLockWaiters(t, s.Store.Pool(), 1, "advisory", blocked)
+	tc := testenv.Temporal(t)
+	require.NoError(t, tc.SignalWorkflow(context.Background(), id, "", workflows.LookupHintSignal, workflows.LookupHint{}))
+	release()
+	runErr = waitWorkflow(t, tc, id)
+	t.Logf("workflow ended: %v\nhistory:\n%s", runErr, historySummary(t, tc, id))
+	return orderID, runErr
 }
 
 // callbacksAccepted counts the worker's 2xx answer codes to callbacks that
@@ -206,13 +201,19 @@ func callbacksAccepted(httpAddr string) int {
 
 // historyHas: the workflow's history holds an event of the type.
 func historyHas(t *testing.T, id string, typ enumspb.EventType) bool {
+	return firstEventID(t, id, typ) != 0
+}
+
+// firstEventID is the id of the first event of the type in the workflow's
+// history, 0 when there is none.
+func firstEventID(t *testing.T, id string, typ enumspb.EventType) int64 {
 	iter := testenv.Temporal(t).GetWorkflowHistory(context.Background(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for iter.HasNext() {
 		e, err := iter.Next()
 		require.NoError(t, err)
 		if e.GetEventType() == typ {
-			return true
+			return e.GetEventId()
 		}
 	}
-	return false
+	return 0
 }

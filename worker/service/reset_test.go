@@ -91,17 +91,9 @@ func TestResetToTheFirstTaskEndsTheOrderAsItEnded(t *testing.T) {
 // task, as `temporal workflow reset --type FirstWorkflowTask` does.
 func resetToFirstTask(t *testing.T, tc client.Client, id string) {
 	t.Helper()
-	ctx := context.Background()
-	var first int64
-	for iter := tc.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT); iter.HasNext() && first == 0; {
-		e, err := iter.Next()
-		require.NoError(t, err)
-		if e.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED {
-			first = e.GetEventId()
-		}
-	}
+	first := firstEventID(t, id, enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED)
 	require.NotZero(t, first, "no completed workflow task")
-	_, err := tc.ResetWorkflowExecution(ctx, &workflowservice.ResetWorkflowExecutionRequest{Namespace: "default",
+	_, err := tc.ResetWorkflowExecution(context.Background(), &workflowservice.ResetWorkflowExecutionRequest{Namespace: "default",
 		WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: id}, Reason: "test: reset to the first workflow task",
 		WorkflowTaskFinishEventId: first, RequestId: testenv.ID("reset")})
 	require.NoError(t, err)
