@@ -93,6 +93,8 @@ func storeError(err error) error {
 		return nonRetryable(ErrIllegalTransition, err)
 	case errors.Is(err, store.ErrInvalid), errors.Is(err, store.ErrOrderMismatch), errors.Is(err, store.ErrNotFound):
 		return nonRetryable(ErrInvalidOrder, err)
+	case errors.Is(err, store.ErrMaybeSent):
+		return nonRetryable(ErrGatewayNotSearched, err)
 	}
 	return err
 }
@@ -236,24 +238,27 @@ func (a *Activities) Settle(ctx context.Context, in SettleInput) error {
 }
 
 // CancelOrder is the database half of compensation: release the stock if it
-// is held, close the payment, order CANCELLED. An order that never made it
-// into the database (cancelled while reserving) needs nothing. A payment
-// already final the other way (a refusal recorded FAILED) keeps its status:
-// the order is cancelled and its stock released all the same, rather than
-// left holding stock over a word.
+// is held, close the payment, order CANCELLED (store.Cancel: a create still
+// on the wire is closed UNKNOWN first, and a caller that did not search the
+// gateway is refused if a create may have reached it). An order that never
+// made it into the database (cancelled while reserving) needs nothing. A
+// payment already final the other way (a refusal recorded FAILED) keeps its
+// status: the order is cancelled and its stock released all the same,
+// rather than left holding stock over a word.
 func (a *Activities) CancelOrder(ctx context.Context, in SettleInput) error {
 	change := store.Change{OrderID: in.OrderID, Order: status.OrderCancelled, Payment: in.Payment, Reason: in.Reason,
 		Reservation: store.ReleaseReservation, Cause: in.Cause}
-	err := a.store.Advance(ctx, change)
+	cancel := func() error { return a.store.Cancel(ctx, change, !in.Unsearched) }
+	err := cancel()
 	if errors.Is(err, store.ErrNoReservation) {
 		change.Reservation = store.KeepReservation
-		err = a.store.Advance(ctx, change)
+		err = cancel()
 	}
 	var te *store.TransitionError
 	if errors.As(err, &te) && te.Entity == "payment" {
 		activity.GetLogger(ctx).Warn("payment status kept while cancelling", "order_id", in.OrderID, "payment", te.From, "refused", te.To)
 		change.Payment, change.Cause = "", fmt.Sprintf("%s (payment kept %s)", in.Cause, te.From)
-		err = a.store.Advance(ctx, change)
+		err = cancel()
 	}
 	if errors.Is(err, store.ErrNotFound) {
 		return nil

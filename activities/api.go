@@ -47,6 +47,9 @@ const (
 	ErrUnknownProduct     = "UnknownProduct"
 	ErrInvalidOrder       = "InvalidOrder"
 	ErrIllegalTransition  = "IllegalTransition"
+	// ErrGatewayNotSearched: CancelOrder found a create that may have reached
+	// the gateway, which its caller did not search (SettleInput.Unsearched).
+	ErrGatewayNotSearched = "GatewayNotSearched"
 )
 
 // Event kinds a workflow records (EventInput.Kind) and reservation actions it
@@ -166,6 +169,10 @@ type SettleInput struct {
 	Reason         string         `json:"reason,omitempty"`
 	Reservation    string         `json:"reservation,omitempty"` // "", CommitReservation or ReleaseReservation
 	Cause          string         `json:"cause"`
+	// Unsearched is CancelOrder's: the caller did not search the gateway by
+	// order id, and is refused (ErrGatewayNotSearched) when a create of the
+	// order may have reached it (store.Cancel).
+	Unsearched bool `json:"unsearched,omitempty"`
 }
 
 // EventInput records an anomaly or a note in the order's event log.

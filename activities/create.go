@@ -15,6 +15,7 @@ import (
 
 	"github.com/payguard/payguard/breaker"
 	"github.com/payguard/payguard/gateway"
+	"github.com/payguard/payguard/status"
 	"github.com/payguard/payguard/store"
 )
 
@@ -87,7 +88,9 @@ func (a *Activities) RequestPayment(ctx context.Context, in RequestInput) (Reque
 	answer := classifyCreate(err)
 	answer.OrderID, answer.No, answer.TransactionKey = in.OrderID, begun.Attempt.No, created.TransactionKey
 	a.observe.GatewayCall("create", observedAs[answer.Outcome], took)
-	if err := a.record(ctx, answer); err != nil {
+	err = a.record(ctx, answer)
+	a.undoLate(ctx, in, answer, err)
+	if err != nil {
 		return RequestResult{}, storeError(err)
 	}
 	attempt := begun.Attempt
@@ -161,6 +164,54 @@ func (a *Activities) record(ctx context.Context, ans store.Answer) error {
 		case <-time.After(delay):
 		}
 		delay = min(2*delay, 2*time.Second)
+	}
+}
+
+// undoLate: the attempt was closed before its answer came (its sender
+// stalled past the workflow task, and a compensation or another create
+// closed it UNKNOWN): recording an acceptance was refused, and recording
+// UNKNOWN found it so already. If the order has since ended without this
+// create's transaction, a charge it made is money taken for nothing, which
+// no workflow will see: its sender cancels it at the gateway now. An order
+// still open is left to its workflow, which looks the order up. A cancel
+// that fails is logged; the late callback and the sweep remain.
+func (a *Activities) undoLate(ctx context.Context, in RequestInput, ans store.Answer, recordErr error) {
+	var te *store.TransitionError
+	overtaken := errors.As(recordErr, &te) && te.Entity == "attempt"
+	if !(overtaken && ans.Outcome == store.OutcomeAccepted || recordErr == nil && ans.Outcome == store.OutcomeUnknown) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordWithin)
+	defer cancel()
+	log := activity.GetLogger(ctx)
+	order, err := a.store.GetOrder(ctx, in.OrderID)
+	if err != nil || !order.Status.Final() {
+		return
+	}
+	undo := CancelInput{OrderID: in.OrderID, UserID: in.UserID}
+	switch {
+	case ans.TransactionKey != "" && !(order.Status == status.OrderConfirmed && order.TransactionKey == ans.TransactionKey):
+		undo.TransactionKeys = []string{ans.TransactionKey}
+	case ans.TransactionKey == "" && order.Status != status.OrderConfirmed:
+		undo.SearchByOrder = true // the outcome is unknown: whatever the gateway holds goes
+	default:
+		return
+	}
+	log.Warn("create answered after the order ended; cancelling it at the gateway", "order_id", in.OrderID,
+		"attempt_no", ans.No, "outcome", ans.Outcome, "transaction_key", ans.TransactionKey, "order", order.Status)
+	res, err := a.CancelPayments(ctx, undo)
+	detail := map[string]any{"attempt_no": ans.No, "transaction_key": ans.TransactionKey, "order_status": string(order.Status)}
+	if err != nil {
+		log.Error("cancel of a late create failed; the late callback or the sweep must refund it", "order_id", in.OrderID, "error", err)
+		detail["error"] = err.Error()
+	} else {
+		detail["refunded"] = res.Refunded
+	}
+	_ = a.store.RecordEvent(ctx, store.Event{OrderID: in.OrderID, Kind: store.KindAnomaly,
+		Cause: "create answered after the order was " + string(order.Status) + "; cancelled at the gateway by its sender", Detail: detail})
+	if err == nil && res.Refunded > 0 && order.Status != status.OrderConfirmed {
+		_ = a.store.Advance(ctx, store.Change{OrderID: in.OrderID, Payment: status.PaymentRefunded,
+			Cause: "late create refunded by its sender"})
 	}
 }
 

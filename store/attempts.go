@@ -137,7 +137,7 @@ func (s *Store) BeginAttempt(ctx context.Context, req AttemptRequest) (Begun, er
 		if orderStatus.Final() {
 			return &TransitionError{Entity: "order", OrderID: req.OrderID, From: string(orderStatus), To: "a new payment attempt"}
 		}
-		if err := closeLost(ctx, tx, req.OrderID); err != nil {
+		if err := closeLost(ctx, tx, req.OrderID, "the sender stopped before recording the answer"); err != nil {
 			return err
 		}
 		attempts, err := attemptsOf(ctx, tx, req.OrderID)
@@ -199,15 +199,55 @@ func (s *Store) PeekAttempt(ctx context.Context, req AttemptRequest) (Begun, err
 	return decide(attempts, req), nil
 }
 
+// Cancel is compensation's Advance: c moves the order to CANCELLED. In the
+// same transaction, under the order's lock, a create still SENDING is
+// closed as UNKNOWN, so that an answer its sender records afterwards is
+// refused: a sender that stalled and sent after the compensation learns so,
+// and undoes its charge (activities.RequestPayment). A caller that did not
+// search the gateway by order id (searched false) is refused with
+// ErrMaybeSent, and nothing changes, when any create of the order may have
+// reached the gateway: its view of the order is older than the database's.
+func (s *Store) Cancel(ctx context.Context, c Change, searched bool) error {
+	if c.OrderID == "" || c.Cause == "" {
+		return fmt.Errorf("%w: change needs an order id and a cause", ErrInvalid)
+	}
+	return s.inTx(ctx, func(tx *tx) error {
+		var current status.Order
+		err := tx.QueryRow(ctx, `SELECT status FROM orders WHERE order_id = $1 FOR UPDATE`, c.OrderID).Scan(&current)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("%w: order %s", ErrNotFound, c.OrderID)
+		}
+		if err != nil {
+			return fmt.Errorf("lock order: %w", err)
+		}
+		if !current.Final() {
+			if !searched {
+				attempts, err := attemptsOf(ctx, tx, c.OrderID)
+				if err != nil {
+					return err
+				}
+				if i := slices.IndexFunc(attempts, Attempt.MaybeSent); i >= 0 {
+					return fmt.Errorf("%w: order %s, create #%d %s %s", ErrMaybeSent, c.OrderID, attempts[i].No, attempts[i].State, attempts[i].Outcome)
+				}
+			}
+			if err := closeLost(ctx, tx, c.OrderID, "the order was cancelled first"); err != nil {
+				return err
+			}
+		}
+		return advance(ctx, tx, c)
+	})
+}
+
 // closeLost closes an attempt left SENDING as UNKNOWN, with the payment and
-// order moves that answer means. The row is committed, not rolled back: it is
-// the record that the gateway must now be asked what it knows.
-func closeLost(ctx context.Context, tx *tx, orderID string) error {
+// order moves that answer means; why says what ended the wait for its
+// answer. The row is committed, not rolled back: it is the record that the
+// gateway must now be asked what it knows.
+func closeLost(ctx context.Context, tx *tx, orderID, why string) error {
 	var lost int
 	err := tx.QueryRow(ctx, `
 		UPDATE payment_attempts SET state = 'ANSWERED', outcome = 'UNKNOWN', answered_at = clock_timestamp(),
-		       detail = 'sent and never answered: the sender stopped before recording the answer'
-		WHERE order_id = $1 AND state = 'SENDING' RETURNING attempt_no`, orderID).Scan(&lost)
+		       detail = 'sent and never answered: ' || $2
+		WHERE order_id = $1 AND state = 'SENDING' RETURNING attempt_no`, orderID, why).Scan(&lost)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil
 	}
@@ -215,10 +255,10 @@ func closeLost(ctx context.Context, tx *tx, orderID string) error {
 		return fmt.Errorf("close attempt in flight: %w", err)
 	}
 	if err := appendEvent(tx, Event{OrderID: orderID, Kind: KindAnomaly, Cause: "create sent and never answered",
-		Detail: map[string]any{"attempt_no": lost}}); err != nil {
+		Detail: map[string]any{"attempt_no": lost, "why": why}}); err != nil {
 		return err
 	}
-	return advance(ctx, tx, answerChange(Answer{OrderID: orderID, No: lost, Outcome: OutcomeUnknown, Detail: "sender stopped"}, false))
+	return advance(ctx, tx, answerChange(Answer{OrderID: orderID, No: lost, Outcome: OutcomeUnknown, Detail: why}, false))
 }
 
 // Answer is the gateway's answer to one attempt.

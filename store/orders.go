@@ -74,6 +74,14 @@ func (s *Store) Reserve(ctx context.Context, o NewOrder) (Order, error) {
 			return fmt.Errorf("insert order: %w", err)
 		}
 		if tag.RowsAffected() == 0 {
+			// A repeat: the order as it stands once any step of it in flight
+			// has committed. A run of the first workflow task again reads it
+			// to learn what an earlier run did, and that run may still be
+			// inside a step (its worker stalled, not dead): without the lock
+			// a create that run is beginning would be missed.
+			if _, err := tx.Exec(ctx, `SELECT 1 FROM orders WHERE order_id = $1 FOR UPDATE`, o.OrderID); err != nil {
+				return fmt.Errorf("lock order: %w", err)
+			}
 			existing, err := getOrder(ctx, tx, o.OrderID)
 			if err != nil {
 				return err

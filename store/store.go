@@ -36,6 +36,9 @@ var (
 	ErrReservationSettled = errors.New("reservation already settled the other way")
 	ErrNoReservation      = errors.New("order has no reservation")
 	ErrStockInUse         = errors.New("total below reserved plus sold stock")
+	// ErrMaybeSent refuses to cancel an order one of whose creates may have
+	// reached the gateway, for a caller that did not search the gateway.
+	ErrMaybeSent = errors.New("a create of the order may have reached the gateway, which was not searched")
 )
 
 // TransitionError says which move was refused. It matches ErrIllegalTransition.

@@ -147,6 +147,33 @@ func TestOperatorCancelDuringTheCreateLooksForWhatWasSent(t *testing.T) {
 	assert.Equal(t, status.OrderCancelled, r.queryState(t).Status)
 }
 
+// The run's view is older than the database's (fencedCancel): it knew of no
+// create, and CancelOrder found one that may have reached the gateway. The
+// compensation searches the gateway by order id, then cancels the order
+// again, saying it searched.
+func TestCompensationThatFindsAnUnseenCreateSearchesTheGateway(t *testing.T) {
+	r := newRun(t)
+	r.reserveFinds(store.Order{OrderID: order.OrderID, Status: status.OrderRequesting}, false)
+	r.cancelOrderFirst = []error{temporal.NewNonRetryableApplicationError("a create of the order may have reached the gateway",
+		activities.ErrGatewayNotSearched, nil)}
+	r.cancelsSucceed(1)
+	r.env.ExecuteWorkflow(workflows.PaymentWorkflowName, order)
+	require.True(t, r.env.IsWorkflowCompleted())
+	var canceled *temporal.CanceledError
+	require.ErrorAs(t, r.env.GetWorkflowError(), &canceled)
+	assert.Equal(t, 0, r.requests, "nothing sent")
+	require.Len(t, r.cancels, 1)
+	assert.True(t, r.cancels[0].SearchByOrder, "the gateway searched by order id")
+	require.Len(t, r.orderEnd, 2)
+	assert.True(t, r.orderEnd[0].Unsearched, "the first CancelOrder says it did not search")
+	assert.Equal(t, status.Payment(""), r.orderEnd[0].Payment)
+	assert.False(t, r.orderEnd[1].Unsearched)
+	assert.Equal(t, status.PaymentRefunded, r.orderEnd[1].Payment, "the charge found was refunded")
+	st := r.queryState(t)
+	assert.Equal(t, status.OrderCancelled, st.Status)
+	assert.Equal(t, status.PaymentRefunded, st.PaymentStatus)
+}
+
 // Two transactions found by order id, one FAILED and one still PENDING: the
 // order waits for the pending one instead of failing on the other.
 func TestAFailedTransactionDoesNotDecideWhileAnotherIsPending(t *testing.T) {

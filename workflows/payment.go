@@ -119,12 +119,20 @@ type payment struct {
 // the gateway makes a cancel search the gateway by order. And a cancel whose
 // compensation finds the order already FAILED ends the workflow as the
 // refusal did, completed, not cancelled.
+//
+// fencedCancel (5): a compensation that did not search the gateway by order
+// tells CancelOrder so, and when CancelOrder finds a create that may have
+// reached the gateway after all (a run whose view is older than the
+// database's: an earlier run of its task stalled, not dead, and went on),
+// it searches the gateway by order, cancels what it finds, and cancels the
+// order again.
 const (
 	versionMoneySafety = "money-safety"
 	moneySafe          = workflow.Version(1)
 	localSteps         = workflow.Version(2)
 	localCreate        = workflow.Version(3)
 	reserveRecalls     = workflow.Version(4)
+	fencedCancel       = workflow.Version(5)
 )
 
 // idRuleChange versions the id rule's check (package ids) in setup.
@@ -175,7 +183,7 @@ func (w *Workflows) setup(ctx workflow.Context, in PaymentInput) (*payment, erro
 		state: State{OrderID: in.OrderID, Status: status.OrderReserving,
 			Deadline: workflow.Now(ctx).Add(in.Deadline)},
 	}
-	p.v = workflow.GetVersion(ctx, versionMoneySafety, workflow.DefaultVersion, reserveRecalls)
+	p.v = workflow.GetVersion(ctx, versionMoneySafety, workflow.DefaultVersion, fencedCancel)
 	if err := workflow.SetQueryHandler(ctx, StateQuery, func() (State, error) { return p.state, nil }); err != nil {
 		return nil, err
 	}

@@ -31,9 +31,10 @@ var recordedPaths = []string{
 	"lookup_hint",
 }
 
-// Paths that exist from money-safety version 2 on (testdata/, testdata/v3/
-// and testdata/v2/), from version 3 on (testdata/ and testdata/v3/), and
-// from version 4 on (testdata/ only).
+// Paths that exist from money-safety version 2 on (testdata/, testdata/v4/,
+// testdata/v3/ and testdata/v2/), from version 3 on (testdata/,
+// testdata/v4/ and testdata/v3/), and from version 4 on (testdata/ and
+// testdata/v4/).
 var (
 	recordedSinceLocalSteps     = []string{"settle_outlasts_local_tries"}
 	recordedSinceLocalCreate    = []string{"create_outlasts_local_tries"}
@@ -55,6 +56,10 @@ var recordedLocalSteps = append(slices.Clone(recordedPaths), recordedSinceLocalS
 // The paths as recorded at money-safety version 3, before Reserve's answer
 // told a run of the first task again about creates begun (testdata/v3/).
 var recordedLocalCreate = slices.Concat(recordedPaths, recordedSinceLocalSteps, recordedSinceLocalCreate)
+
+// The paths as recorded at money-safety version 4, before a compensation
+// told CancelOrder whether it had searched the gateway (testdata/v4/).
+var recordedReserveRecalls = slices.Concat(recordedPaths, recordedSinceLocalSteps, recordedSinceLocalCreate, recordedSinceReserveRecalls)
 
 // The same paths as recorded before the money-safety version (testdata/v0/):
 // runs started then still replay on the code they ran.
@@ -99,6 +104,9 @@ func TestRecordedHistoriesReplay(t *testing.T) {
 	}
 	for _, name := range slices.Concat(recordedSinceLocalSteps, recordedSinceLocalCreate, recordedSinceReserveRecalls, recordedOtherWorkflows) {
 		paths = append(paths, filepath.Join("testdata", name+".json"))
+	}
+	for _, name := range recordedReserveRecalls {
+		paths = append(paths, filepath.Join("testdata", "v4", name+".json"))
 	}
 	for _, name := range recordedLocalCreate {
 		paths = append(paths, filepath.Join("testdata", "v3", name+".json"))

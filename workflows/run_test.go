@@ -42,8 +42,10 @@ type run struct {
 	start      time.Time
 	reserveSet bool
 	settleSet  bool
-	// cancelOrderErr is what CancelOrder answers (nil: it succeeds).
-	cancelOrderErr error
+	// cancelOrderErr is what CancelOrder answers (nil: it succeeds), after
+	// the answers of cancelOrderFirst, one per call.
+	cancelOrderErr   error
+	cancelOrderFirst []error
 
 	mu       sync.Mutex
 	requests int
@@ -68,6 +70,11 @@ func newRun(t *testing.T) *run {
 		defer r.mu.Unlock()
 		r.orderEnd = append(r.orderEnd, in)
 		r.endedAt = append(r.endedAt, r.env.Now())
+		if len(r.cancelOrderFirst) > 0 {
+			err := r.cancelOrderFirst[0]
+			r.cancelOrderFirst = r.cancelOrderFirst[1:]
+			return err
+		}
 		return r.cancelOrderErr
 	}).Maybe()
 	r.env.OnActivity(a.RecordEvent, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.EventInput) error {

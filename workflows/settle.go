@@ -79,21 +79,24 @@ func (p *payment) cancelled(ctx workflow.Context) (State, error) {
 // also runs when the workflow itself is being cancelled.
 func (p *payment) compensate(ctx workflow.Context, cause string) (State, error) {
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
-	payment := status.PaymentCancelled
-	if len(p.keys) > 0 || p.maybeAtGateway {
-		res, err := p.cancelAtGateway(dctx, p.keys, p.maybeAtGateway)
-		if err != nil {
+	payment, err := p.cancelPayments(dctx)
+	if err != nil {
+		return p.state, err
+	}
+	cancelOrder := func() error {
+		return p.dbStep(dctx, fmt.Sprintf("Cancel order %s (amount %d) and release %d × %s", p.in.OrderID, p.in.Amount, p.in.Quantity, p.in.ProductID),
+			a.CancelOrder, activities.SettleInput{OrderID: p.in.OrderID, Payment: payment, Cause: cause,
+				Unsearched: p.v >= fencedCancel && !p.maybeAtGateway}).Get(dctx, nil)
+	}
+	err = cancelOrder()
+	if isType(err, activities.ErrGatewayNotSearched) {
+		p.log.Warn("a create this run did not know of may have reached the gateway; searching it before cancelling", "error", err)
+		p.maybeAtGateway = true
+		if payment, err = p.cancelPayments(dctx); err != nil {
 			return p.state, err
 		}
-		if res.Refunded > 0 {
-			payment = status.PaymentRefunded
-		}
+		err = cancelOrder()
 	}
-	if p.state.Attempts == 0 && !p.maybeAtGateway {
-		payment = "" // nothing was ever sent: there is no payment to close
-	}
-	err := p.dbStep(dctx, fmt.Sprintf("Cancel order %s (amount %d) and release %d × %s", p.in.OrderID, p.in.Amount, p.in.Quantity, p.in.ProductID),
-		a.CancelOrder, activities.SettleInput{OrderID: p.in.OrderID, Payment: payment, Cause: cause}).Get(dctx, nil)
 	if p.endedFailed(err) {
 		p.log.Warn("order already FAILED: the gateway refused its create in an earlier run of this task; kept", "cause", cause)
 		p.setStatus(dctx, status.OrderFailed, status.PaymentFailed)
@@ -112,6 +115,26 @@ func (p *payment) compensate(ctx workflow.Context, cause string) (State, error) 
 	p.setStatus(dctx, status.OrderCancelled, payment)
 	p.drainLate(dctx)
 	return p.state, nil
+}
+
+// cancelPayments is compensation's gateway half: it cancels the
+// transactions this run knows of, and searches the gateway by order when a
+// create may have reached it. It answers the payment status to record.
+func (p *payment) cancelPayments(ctx workflow.Context) (status.Payment, error) {
+	payment := status.PaymentCancelled
+	if len(p.keys) > 0 || p.maybeAtGateway {
+		res, err := p.cancelAtGateway(ctx, p.keys, p.maybeAtGateway)
+		if err != nil {
+			return "", err
+		}
+		if res.Refunded > 0 {
+			payment = status.PaymentRefunded
+		}
+	}
+	if p.state.Attempts == 0 && !p.maybeAtGateway {
+		payment = "" // nothing was ever sent: there is no payment to close
+	}
+	return payment, nil
 }
 
 // endedFailed: compensation's CancelOrder was refused because the order is

@@ -43,6 +43,16 @@ func newWorkerProcess(t *testing.T, sim *simulator.Server, dbURL string, args ..
 		args: append([]string{"--http-addr", httpAddr}, args...)}
 }
 
+// sibling is a second worker of the same fleet (task queue, database,
+// gateway) with an HTTP address of its own: the first may be stopped, not
+// dead, and still hold its port.
+func (w *workerProcess) sibling() *workerProcess {
+	s := *w
+	s.httpAddr = testenv.FreeAddr(w.t)
+	s.args = append([]string{"--http-addr", s.httpAddr}, w.args[2:]...)
+	return &s
+}
+
 func (w *workerProcess) start() *exec.Cmd {
 	t := w.t
 	cmd := exec.Command(w.binary, w.args...)
@@ -55,8 +65,9 @@ func (w *workerProcess) start() *exec.Cmd {
 	}
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	probe := http.Client{Timeout: 2 * time.Second}
 	testenv.Eventually(t, 30*time.Second, func() bool {
-		resp, err := http.Get("http://" + w.httpAddr + "/healthz")
+		resp, err := probe.Get("http://" + w.httpAddr + "/healthz")
 		if err == nil {
 			resp.Body.Close()
 		}

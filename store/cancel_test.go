@@ -1,0 +1,117 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/payguard/payguard/internal/testenv"
+	"github.com/payguard/payguard/status"
+	"github.com/payguard/payguard/store"
+)
+
+// cancellation is compensation's change: order CANCELLED, stock released.
+func cancellation(payment status.Payment) store.Change {
+	return store.Change{OrderID: "o1", Order: status.OrderCancelled, Payment: payment, Reservation: store.ReleaseReservation,
+		Cause: "cancelled by an operator"}
+}
+
+// A repeated Reserve (a run of the first workflow task again) reads the
+// order once a step of it in flight has committed: a create being begun by
+// an earlier run that stalled is seen, not missed.
+func TestRepeatedReserveWaitsForAStepInFlight(t *testing.T) {
+	t.Parallel()
+	s, ctx := reservedOrder(t)
+	release := testenv.BlockWrites(t, s.Pool(), "INSERT", "payment_attempts")
+	begun := make(chan error, 1)
+	go func() {
+		_, err := s.BeginAttempt(ctx, store.AttemptRequest{OrderID: "o1"})
+		begun <- err
+	}()
+	testenv.WaitLockWaiters(t, s.Pool(), 1, "advisory", "BeginAttempt inside its transaction")
+
+	type reserved struct {
+		o   store.Order
+		err error
+	}
+	again := make(chan reserved, 1)
+	go func() {
+		o, err := s.Reserve(ctx, newOrder("o1", 1))
+		again <- reserved{o, err}
+	}()
+	var r reserved
+	done := false
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		select {
+		case r = <-again:
+			done = true
+			return true
+		default:
+		}
+		var waiting int
+		err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting)
+		return err == nil && waiting == 2
+	}, "the repeated Reserve answered or waits")
+	require.False(t, done, "Reserve answered while a create was being begun: %+v", r)
+	release()
+	require.NoError(t, <-begun)
+	r = <-again
+	require.NoError(t, r.err)
+	assert.Equal(t, 1, r.o.Attempts, "the create begun meanwhile is counted")
+}
+
+// Cancel closes a create still on the wire as UNKNOWN, so that its sender's
+// answer is refused afterwards; and a caller that did not search the
+// gateway is refused while a create may have reached it.
+func TestCancelFencesACreateOnTheWire(t *testing.T) {
+	t.Parallel()
+	s, ctx := reservedOrder(t)
+	b := begin(t, s, store.AttemptRequest{})
+	require.True(t, b.Send)
+
+	err := s.Cancel(ctx, cancellation(""), false)
+	require.ErrorIs(t, err, store.ErrMaybeSent, "unsearched, over a create on the wire")
+	o, err := s.GetOrder(ctx, "o1")
+	require.NoError(t, err)
+	assert.Equal(t, status.OrderRequesting, o.Status, "refused: nothing changed")
+	assert.Equal(t, "SENDING", attemptState(t, s))
+	requireStock(t, s, 9, 1, 0)
+
+	require.NoError(t, s.Cancel(ctx, cancellation(status.PaymentCancelled), true))
+	o, err = s.GetOrder(ctx, "o1")
+	require.NoError(t, err)
+	assert.Equal(t, status.OrderCancelled, o.Status)
+	assert.Equal(t, status.PaymentCancelled, o.PaymentStatus)
+	assert.Equal(t, "ANSWERED", attemptState(t, s), "closed by the cancel")
+	requireStock(t, s, 10, 0, 0)
+	err = s.FinishAttempt(ctx, store.Answer{OrderID: "o1", No: 1, Outcome: store.OutcomeAccepted, TransactionKey: "tx"})
+	var te *store.TransitionError
+	require.ErrorAs(t, err, &te, "the sender's late answer is refused")
+	assert.Equal(t, "attempt", te.Entity)
+
+	require.NoError(t, s.Cancel(ctx, cancellation(status.PaymentCancelled), false), "a repeat over the CANCELLED order")
+}
+
+// With nothing that may have reached the gateway, an unsearched cancel goes
+// through: a create refused at the dial proves nothing was charged.
+func TestCancelWithoutSearchAfterAnUnreachableCreate(t *testing.T) {
+	t.Parallel()
+	s, ctx := reservedOrder(t)
+	begin(t, s, store.AttemptRequest{})
+	finish(t, s, 1, store.OutcomeUnreachable, "")
+	require.NoError(t, s.Cancel(ctx, cancellation(status.PaymentCancelled), false))
+	o, err := s.GetOrder(ctx, "o1")
+	require.NoError(t, err)
+	assert.Equal(t, status.OrderCancelled, o.Status)
+}
+
+func attemptState(t *testing.T, s *store.Store) string {
+	t.Helper()
+	list, err := s.Attempts(context.Background(), "o1")
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	return list[0].State
+}

@@ -1,0 +1,111 @@
+package service_test
+
+import (
+	"context"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/payguard/payguard/internal/testenv"
+	"github.com/payguard/payguard/status"
+	"github.com/payguard/payguard/store"
+	"github.com/payguard/payguard/workflows"
+)
+
+// A worker is stalled (SIGSTOP: a paused VM or container) inside the first
+// workflow task's create, past the task's timeout: its BeginAttempt holds
+// the order's row lock with the attempt not yet committed. An operator
+// cancels, and a second worker runs the task again. Then the stalled worker
+// resumes, commits the attempt and sends the create; the gateway charges it
+// and its callback is lost. The second run must not end the order CANCELLED
+// with the customer charged: it waits for the first run's step and searches
+// the gateway, and a create that lands after the compensation is undone by
+// its sender.
+func TestWorkerStalledMidCreateThenCancelledLeavesNoCharge(t *testing.T) {
+	t.Parallel()
+	f := testenv.QuietFaults()
+	f.Callback.DropRate = 1
+	sim := testenv.Pgsim(t, f)
+	dbURL := testenv.NewDatabase(t)
+	// A read timeout long enough that the stalled create's deadline has not
+	// passed when it resumes: it is sent. Each worker keeps its own breakers:
+	// a fleet breaker's lease, held by the frozen worker, would hold the
+	// second's start for the lease's length.
+	w := newWorkerProcess(t, sim, dbURL, "--read-timeout", "40s", "--poll-initial", "1m", "--poll-max", "1m",
+		"--breaker-scope", "process")
+	first := w.start()
+
+	ctx := context.Background()
+	st := w.stockedStore(ctx)
+	release := testenv.BlockWrites(t, st.Pool(), "INSERT", "payment_attempts")
+	orderID := testenv.ID("stall")
+	w.placeOrder(ctx, orderID)
+	testenv.WaitLockWaiters(t, st.Pool(), 1, "advisory", "the first worker's BeginAttempt")
+	require.NoError(t, first.Process.Signal(syscall.SIGSTOP))
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			_ = first.Process.Signal(syscall.SIGCONT)
+		}
+	}
+	t.Cleanup(resume) // before release's cleanup: DROP TRIGGER waits for the frozen transaction
+
+	tc := testenv.Temporal(t)
+	id := workflows.PaymentWorkflowID(orderID)
+	require.NoError(t, tc.CancelWorkflow(ctx, id, ""))
+	w.sibling().start()
+	// The second run is held on the order's row lock (its Reserve, or its
+	// compensation's CancelOrder) behind the frozen transaction.
+	testenv.WaitLockWaiters(t, st.Pool(), 2, "", "the second run behind the first's row lock")
+	resume()
+	release()
+
+	waitCtx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	runErr := tc.GetWorkflow(waitCtx, id, "").Get(waitCtx, nil)
+	require.NoError(t, waitCtx.Err(), "workflow still running")
+	t.Logf("workflow ended: %v", runErr)
+	if runErr != nil && !temporal.IsCanceledError(runErr) {
+		t.Errorf("the workflow failed: %v", runErr)
+	}
+
+	// The charge may be undone a moment after the workflow ends (by the
+	// create's own sender): the money is judged once it settles, or after
+	// 30 s.
+	var o store.Order
+	settled := func() bool {
+		var err error
+		o, err = st.GetOrder(ctx, orderID)
+		require.NoError(t, err)
+		return (o.Status == status.OrderConfirmed) == (sim.Stats().Orders[orderID].Successful == 1)
+	}
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for deadline := time.After(30 * time.Second); !settled(); {
+		select {
+		case <-tick.C:
+			continue
+		case <-deadline:
+		}
+		break
+	}
+	gw := sim.Stats().Orders[orderID]
+	stock, err := st.GetStock(ctx, "P1")
+	require.NoError(t, err)
+	t.Logf("order %s payment %s reservation %s; gateway %+v; stock %+v", o.Status, o.PaymentStatus, o.Reservation, gw, stock)
+	assert.Equal(t, 1, gw.CreateRequests, "one create")
+	switch o.Status {
+	case status.OrderConfirmed:
+		assert.Equal(t, store.Stock{ProductID: "P1", Total: 5, Available: 3, Sold: 2}, stock)
+	case status.OrderCancelled:
+		assert.Zero(t, gw.Successful, "a CANCELLED order keeps no charge")
+		assert.Equal(t, store.Stock{ProductID: "P1", Total: 5, Available: 5}, stock)
+	default:
+		t.Errorf("order left %s", o.Status)
+	}
+}
