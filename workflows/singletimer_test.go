@@ -46,79 +46,66 @@ func (r *run) executeWith(t *testing.T, in workflows.PaymentInput) workflows.Sta
 	return st
 }
 
-func requireCompensatedAt(t *testing.T, r *run, st workflows.State, at time.Duration) {
-	t.Helper()
-	assert.Equal(t, status.OrderCancelled, st.Status)
-	require.Len(t, r.orderEnd, 1)
-	assert.Equal(t, "deadline passed without a definitive answer", r.orderEnd[0].Cause)
-	assert.Equal(t, at, r.endedAt[0].Sub(r.start).Round(time.Second), "compensated at the deadline")
-}
-
-// A deadline shorter than --poll-initial (5 s): the first timer is the
-// deadline's; the only lookup is the last one, at the deadline.
-func TestDeadlineBeforeTheFirstPollIsKept(t *testing.T) {
-	r := newRun(t)
-	r.requestReturns(accepted(1))
-	at := r.lookupsAt(found(gateway.StatusPending))
-	r.cancelsSucceed(0)
-	in := order
-	in.Deadline = 3 * time.Second
-	st := r.executeWith(t, in)
-	requireCompensatedAt(t, r, st, 3*time.Second)
-	assert.Equal(t, []time.Duration{3 * time.Second}, roundAll(*at), "one lookup, the last one")
-}
-
-// A deadline due exactly when a poll is (5 s, then 10 s later): one lookup
-// at 5 s, then the deadline's last lookup at 15 s — not a poll and a last
-// lookup side by side.
-func TestDeadlineFallingOnAPollIsOneLookup(t *testing.T) {
-	r := newRun(t)
-	r.requestReturns(accepted(1))
-	at := r.lookupsAt(found(gateway.StatusPending))
-	r.cancelsSucceed(0)
-	in := order
-	in.Deadline = 15 * time.Second
-	st := r.executeWith(t, in)
-	requireCompensatedAt(t, r, st, 15*time.Second)
-	assert.Equal(t, []time.Duration{5 * time.Second, 15 * time.Second}, roundAll(*at))
-}
-
-// An open lookup breaker that may let a lookup through only after the
-// deadline: the breaker-timed poll is brought forward to the deadline, where
-// the last lookup is tried and the order compensated on time.
-func TestBreakerTimedPollBeyondTheDeadlineKeepsTheDeadline(t *testing.T) {
-	r := newRun(t)
-	r.requestReturns(accepted(1))
-	at := r.lookupsAt(func(activities.LookupInput) (activities.LookupResult, error) {
+// The deadline kept to the second however it meets the polls, with no
+// extra lookup spent on it.
+func TestTheDeadlineKeepsItsSingleTimer(t *testing.T) {
+	pending := found(gateway.StatusPending)
+	// An open lookup breaker that may let a lookup through only in 50 s.
+	openLong := func(activities.LookupInput) (activities.LookupResult, error) {
 		return activities.LookupResult{}, temporal.NewApplicationErrorWithOptions("lookup unavailable", activities.ErrLookupUnavailable,
 			temporal.ApplicationErrorOptions{NonRetryable: true, Category: temporal.ApplicationErrorCategoryBenign,
 				Details: []any{activities.Unavailable{RetryAfter: 50 * time.Second}}})
-	})
-	r.cancelsSucceed(0)
-	in := order
-	in.Deadline = 20 * time.Second
-	st := r.executeWith(t, in)
-	requireCompensatedAt(t, r, st, 20*time.Second)
-	assert.Equal(t, []time.Duration{5 * time.Second, 20 * time.Second}, roundAll(*at))
-	assert.Equal(t, "UNAVAILABLE", st.LastLookup.Result)
-}
-
-// A callback that does not decide (PENDING) wakes the wait without moving
-// its timer: the next poll still comes on the backoff, and the deadline on
-// time.
-func TestUndecidingCallbacksKeepTheSingleTimer(t *testing.T) {
-	r := newRun(t)
-	r.requestReturns(accepted(1))
-	at := r.lookupsAt(found(gateway.StatusPending))
-	r.cancelsSucceed(0)
-	for _, d := range []time.Duration{2 * time.Second, 4 * time.Second, 7 * time.Second, 13 * time.Second} {
-		r.callbackAt(d, gateway.StatusPending, txKey)
 	}
-	in := order
-	in.Deadline = 17 * time.Second
-	st := r.executeWith(t, in)
-	requireCompensatedAt(t, r, st, 17*time.Second)
-	assert.Equal(t, []time.Duration{5 * time.Second, 15 * time.Second, 17 * time.Second}, roundAll(*at))
+	for _, tc := range []struct {
+		name      string
+		deadline  time.Duration
+		lookup    func(activities.LookupInput) (activities.LookupResult, error)
+		callbacks []time.Duration // PENDING callbacks, which decide nothing
+		lookups   []time.Duration // when each lookup is asked
+		last      string          // the last lookup's result, when it matters
+	}{{
+		// Shorter than --poll-initial (5 s): the first timer is the
+		// deadline's; the only lookup is the last one.
+		name: "deadline before the first poll", deadline: 3 * time.Second, lookup: pending,
+		lookups: []time.Duration{3 * time.Second},
+	}, {
+		// Due exactly when a poll is (5 s, then 10 s later): a poll at 5 s,
+		// then the deadline's last lookup at 15 s, not both side by side.
+		name: "deadline falling on a poll", deadline: 15 * time.Second, lookup: pending,
+		lookups: []time.Duration{5 * time.Second, 15 * time.Second},
+	}, {
+		// The breaker-timed poll (in 50 s) is brought forward to the
+		// deadline, where the last lookup is tried.
+		name: "breaker-timed poll beyond the deadline", deadline: 20 * time.Second, lookup: openLong,
+		lookups: []time.Duration{5 * time.Second, 20 * time.Second}, last: "UNAVAILABLE",
+	}, {
+		// Callbacks that do not decide wake the wait without moving its
+		// timer: polls on the backoff, the deadline on time.
+		name: "undeciding callbacks", deadline: 17 * time.Second, lookup: pending,
+		callbacks: []time.Duration{2 * time.Second, 4 * time.Second, 7 * time.Second, 13 * time.Second},
+		lookups:   []time.Duration{5 * time.Second, 15 * time.Second, 17 * time.Second},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRun(t)
+			r.requestReturns(accepted(1))
+			at := r.lookupsAt(tc.lookup)
+			r.cancelsSucceed(0)
+			for _, d := range tc.callbacks {
+				r.callbackAt(d, gateway.StatusPending, txKey)
+			}
+			in := order
+			in.Deadline = tc.deadline
+			st := r.executeWith(t, in)
+			assert.Equal(t, status.OrderCancelled, st.Status)
+			require.Len(t, r.orderEnd, 1)
+			assert.Equal(t, "deadline passed without a definitive answer", r.orderEnd[0].Cause)
+			assert.Equal(t, tc.deadline, r.endedAt[0].Sub(r.start).Round(time.Second), "compensated at the deadline")
+			assert.Equal(t, tc.lookups, roundAll(*at))
+			if tc.last != "" {
+				assert.Equal(t, tc.last, st.LastLookup.Result)
+			}
+		})
+	}
 }
 
 func roundAll(ds []time.Duration) []time.Duration {
