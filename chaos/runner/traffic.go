@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -136,6 +137,8 @@ func post(ctx context.Context, url string, body []byte, ts, sig string) int {
 	if err != nil {
 		return 0
 	}
+	// Read to the end, so the connection is reused for the next callback.
+	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	return resp.StatusCode
 }
