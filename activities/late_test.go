@@ -17,6 +17,30 @@ import (
 	"github.com/payguard/payguard/store"
 )
 
+// sendSlowly starts the order's create through a client that waits read
+// for the gateway's answer (the rig's waits 300 ms), and returns once the
+// create is on the wire; the channel yields the activity's error.
+func (r *rig) sendSlowly(t *testing.T, orderID string, read time.Duration) <-chan error {
+	t.Helper()
+	client, err := gateway.New(gateway.Config{BaseURL: r.sim.GatewayURL(), ConnectTimeout: time.Second, ReadTimeout: read})
+	require.NoError(t, err)
+	t.Cleanup(client.Close)
+	acts := activities.New(r.store, client, r.breaker, activities.Config{CallbackURL: "http://127.0.0.1:1/callbacks/gateway"}, observer{r})
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestActivityEnvironment()
+	env.RegisterActivity(acts)
+	sent := make(chan error, 1)
+	go func() {
+		_, err := env.ExecuteActivity(acts.RequestPayment, request(orderID))
+		sent <- err
+	}()
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		list := r.attempts(t, orderID)
+		return len(list) == 1 && list[0].State == "SENDING"
+	}, "create on the wire")
+	return sent
+}
+
 // A create whose sender was overtaken (it stalled past its workflow task,
 // and a compensation cancelled the order and closed the attempt) answers
 // after the order ended. The charge it made is undone by the sender itself:
@@ -42,24 +66,8 @@ func TestCreateAnsweredAfterTheOrderWasCancelledIsUndoneByItsSender(t *testing.T
 			f := testenv.QuietFaults()
 			tc.tune(&f)
 			r := newRig(t, f, activities.DefaultBreakerSettings(), false)
-			client, err := gateway.New(gateway.Config{BaseURL: r.sim.GatewayURL(), ConnectTimeout: time.Second, ReadTimeout: tc.read})
-			require.NoError(t, err)
-			t.Cleanup(client.Close)
-			acts := activities.New(r.store, client, r.breaker, activities.Config{CallbackURL: "http://127.0.0.1:1/callbacks/gateway"}, observer{r})
-			var suite testsuite.WorkflowTestSuite
-			env := suite.NewTestActivityEnvironment()
-			env.RegisterActivity(acts)
 			r.reserve(t, "late-1")
-
-			sent := make(chan error, 1)
-			go func() {
-				_, err := env.ExecuteActivity(acts.RequestPayment, request("late-1"))
-				sent <- err
-			}()
-			testenv.Eventually(t, 10*time.Second, func() bool {
-				list := r.attempts(t, "late-1")
-				return len(list) == 1 && list[0].State == "SENDING"
-			}, "create on the wire")
+			sent := r.sendSlowly(t, "late-1", tc.read)
 			// The compensation: it searched the gateway before the create
 			// reached it, and found nothing.
 			ctx := context.Background()
@@ -83,6 +91,83 @@ func TestCreateAnsweredAfterTheOrderWasCancelledIsUndoneByItsSender(t *testing.T
 				undone = undone || e.Kind == store.KindAnomaly && e.Cause == "create answered after the order was CANCELLED; cancelled at the gateway by its sender"
 			}
 			assert.True(t, undone, "the undo is on the order's record")
+		})
+	}
+}
+
+// The order ends FAILED under a create still SENDING (a recovery settles an
+// earlier transaction found FAILED; a settle does not close the attempt).
+// The create then charges: its answer is recorded but refused for the
+// order, and its sender refunds the charge.
+func TestCreateAnsweredAfterTheOrderFailedUnderItIsUndone(t *testing.T) {
+	f := testenv.QuietFaults() // processed at once, SUCCESS
+	f.Latency = simulator.Range{Min: simulator.Duration(2 * time.Second), Max: simulator.Duration(2 * time.Second)}
+	r := newRig(t, f, activities.DefaultBreakerSettings(), false)
+	r.reserve(t, "late-2")
+	sent := r.sendSlowly(t, "late-2", 5*time.Second)
+	ctx := context.Background()
+	require.NoError(t, r.store.Advance(ctx, store.Change{OrderID: "late-2", Order: status.OrderFailed, Payment: status.PaymentFailed,
+		Reason: "LIMIT_EXCEEDED", Reservation: store.ReleaseReservation, Cause: "payment FAILED: found by the recovery"}))
+
+	typ, _ := appError(t, <-sent)
+	assert.Equal(t, activities.ErrIllegalTransition, typ)
+	gw := r.sim.Stats().Orders["late-2"]
+	o := r.payment(t, "late-2")
+	t.Logf("order %s payment %s; gateway %+v", o.Status, o.PaymentStatus, gw)
+	assert.Equal(t, status.OrderFailed, o.Status)
+	assert.Equal(t, 1, gw.Refunded, "the late charge refunded")
+	assert.Zero(t, gw.Successful, "no charge stands on a FAILED order")
+	assert.Equal(t, status.PaymentRefunded, o.PaymentStatus)
+	assert.Equal(t, "ANSWERED", r.attempts(t, "late-2")[0].State, "the attempt does not stay SENDING")
+}
+
+// A sender overtaken by a second run's create (which closed its attempt
+// and sent nothing) answers after that run found its transaction by order
+// id: whether the run confirmed the order with it before or after the
+// answer, the order's own charge stands.
+func TestALateAnswerNeverRefundsTheChargeTheOrderConfirmed(t *testing.T) {
+	for _, confirmFirst := range []bool{true, false} {
+		name := map[bool]string{true: "confirmed before the answer", false: "confirmed after the answer"}[confirmFirst]
+		t.Run(name, func(t *testing.T) {
+			f := testenv.QuietFaults()
+			f.Processing = simulator.Processing{Min: simulator.Duration(time.Hour), Max: simulator.Duration(time.Hour), SuccessRate: 1}
+			f.Latency = simulator.Range{Min: simulator.Duration(2 * time.Second), Max: simulator.Duration(2 * time.Second)}
+			r := newRig(t, f, activities.DefaultBreakerSettings(), false)
+			id := testenv.ID("late-confirmed")
+			r.reserve(t, id)
+			sent := r.sendSlowly(t, id, 5*time.Second)
+			var key string
+			testenv.Eventually(t, 10*time.Second, func() bool {
+				if st := r.sim.Stats().Orders[id]; len(st.Transactions) == 1 {
+					key = st.Transactions[0]
+				}
+				return key != ""
+			}, "create taken by the gateway, its answer held")
+			ctx := context.Background()
+			b, err := r.store.BeginAttempt(ctx, store.AttemptRequest{OrderID: id, CallbackURL: "http://127.0.0.1:1/callbacks/gateway", Limit: 3})
+			require.NoError(t, err)
+			require.False(t, b.Send, "the second run's create closes the first and sends nothing")
+			confirm := func() {
+				require.NoError(t, r.store.Advance(ctx, store.Change{OrderID: id, Payment: status.PaymentPending, TransactionKey: key,
+					Cause: "transaction found by lookup"}))
+				testenv.Resolve(t, r.sim, key, "SUCCESS", "", false)
+				require.NoError(t, r.store.Advance(ctx, store.Change{OrderID: id, Order: status.OrderConfirmed, Payment: status.PaymentSuccess,
+					TransactionKey: key, Reservation: store.CommitReservation, Cause: "payment SUCCESS: definitive answer"}))
+			}
+			if confirmFirst {
+				confirm()
+			}
+			<-sent
+			if !confirmFirst {
+				confirm()
+			}
+			gw := r.sim.Stats().Orders[id]
+			o := r.payment(t, id)
+			assert.Equal(t, status.OrderConfirmed, o.Status)
+			assert.Equal(t, status.PaymentSuccess, o.PaymentStatus)
+			assert.Equal(t, 1, gw.Successful, "the order's own charge stands")
+			assert.Zero(t, gw.Refunded)
+			assert.Zero(t, gw.Cancelled)
 		})
 	}
 }

@@ -172,6 +172,11 @@ func TestRecordReplayHistories(t *testing.T) {
 			testenv.WaitLockWaiters(t, s.Store.Pool(), 1, "", "Reserve blocked")
 			_, err := starter(ctx, s, "cancel", id, "--wait=false")
 			require.NoError(t, err)
+			// Reserve is a local activity: the cancel reaches the history
+			// when the task running it heartbeats, before Reserve answers.
+			testenv.Eventually(t, 30*time.Second, func() bool {
+				return testenv.HistoryHas(t, workflows.PaymentWorkflowID(id), enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED)
+			}, "the cancel in the history while Reserve is blocked")
 		}, status.OrderCancelled},
 		// The database refuses the Settle's write past its five local tries:
 		// it goes on as a regular activity (money-safety version 2).

@@ -201,9 +201,10 @@ func (s *Store) PeekAttempt(ctx context.Context, req AttemptRequest) (Begun, err
 
 // Cancel is compensation's Advance: c moves the order to CANCELLED. In the
 // same transaction, under the order's lock, a create still SENDING is
-// closed as UNKNOWN, so that an answer its sender records afterwards is
-// refused: a sender that stalled and sent after the compensation learns so,
-// and undoes its charge (activities.RequestPayment). A caller that did not
+// closed as UNKNOWN (the attempt only: the cancel moves the statuses), so
+// that an answer its sender records afterwards is refused: a sender that
+// stalled and sent after the compensation learns so, and undoes its charge
+// (activities.RequestPayment). A caller that did not
 // search the gateway by order id (searched false) is refused with
 // ErrMaybeSent, and nothing changes, when any create of the order may have
 // reached the gateway: its view of the order is older than the database's.
@@ -230,7 +231,10 @@ func (s *Store) Cancel(ctx context.Context, c Change, searched bool) error {
 					return fmt.Errorf("%w: order %s, create #%d %s %s", ErrMaybeSent, c.OrderID, attempts[i].No, attempts[i].State, attempts[i].Outcome)
 				}
 			}
-			if err := closeLost(ctx, tx, c.OrderID, "the order was cancelled first"); err != nil {
+			// Only the attempt is closed: the cancel itself moves the
+			// statuses, from wherever a lookup may have taken the payment
+			// meanwhile (PENDING cannot go back to UNKNOWN).
+			if _, err := closeSending(ctx, tx, c.OrderID, "the order was cancelled first"); err != nil {
 				return err
 			}
 		}
@@ -238,27 +242,35 @@ func (s *Store) Cancel(ctx context.Context, c Change, searched bool) error {
 	})
 }
 
-// closeLost closes an attempt left SENDING as UNKNOWN, with the payment and
-// order moves that answer means; why says what ended the wait for its
-// answer. The row is committed, not rolled back: it is the record that the
-// gateway must now be asked what it knows.
+// closeLost closes an attempt left SENDING as UNKNOWN (closeSending), with
+// the payment and order moves that answer means.
 func closeLost(ctx context.Context, tx *tx, orderID, why string) error {
+	lost, err := closeSending(ctx, tx, orderID, why)
+	if err != nil || lost == 0 {
+		return err
+	}
+	return advance(ctx, tx, answerChange(Answer{OrderID: orderID, No: lost, Outcome: OutcomeUnknown, Detail: why}, false))
+}
+
+// closeSending closes an attempt left SENDING as UNKNOWN, with an anomaly
+// event; why says what ended the wait for its answer. It returns the
+// attempt's number, 0 when none was SENDING. The row is committed, not
+// rolled back: it is the record that the gateway must now be asked what it
+// knows, and that a late answer to it is refused.
+func closeSending(ctx context.Context, tx *tx, orderID, why string) (int, error) {
 	var lost int
 	err := tx.QueryRow(ctx, `
 		UPDATE payment_attempts SET state = 'ANSWERED', outcome = 'UNKNOWN', answered_at = clock_timestamp(),
 		       detail = 'sent and never answered: ' || $2
 		WHERE order_id = $1 AND state = 'SENDING' RETURNING attempt_no`, orderID, why).Scan(&lost)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil
+		return 0, nil
 	}
 	if err != nil {
-		return fmt.Errorf("close attempt in flight: %w", err)
+		return 0, fmt.Errorf("close attempt in flight: %w", err)
 	}
-	if err := appendEvent(tx, Event{OrderID: orderID, Kind: KindAnomaly, Cause: "create sent and never answered",
-		Detail: map[string]any{"attempt_no": lost, "why": why}}); err != nil {
-		return err
-	}
-	return advance(ctx, tx, answerChange(Answer{OrderID: orderID, No: lost, Outcome: OutcomeUnknown, Detail: why}, false))
+	return lost, appendEvent(tx, Event{OrderID: orderID, Kind: KindAnomaly, Cause: "create sent and never answered",
+		Detail: map[string]any{"attempt_no": lost, "why": why}})
 }
 
 // Answer is the gateway's answer to one attempt.
@@ -299,28 +311,32 @@ func answerChange(a Answer, earlierUnknown bool) Change {
 // FinishAttempt records the gateway's answer to an attempt and what it means
 // for the order's statuses, in one transaction: a crash can never leave the
 // answer recorded and the order not moved. Recording the same answer again
-// is a no-op; another answer for an attempt already closed is refused.
+// is a no-op; another answer for an attempt already closed is refused. An
+// answer that comes after the order ended (its sender was overtaken) is
+// recorded on the attempt, which is then no longer SENDING, but moves no
+// status: a *TransitionError for the order says so, and the sender undoes a
+// charge the order does not keep (activities.RequestPayment).
 func (s *Store) FinishAttempt(ctx context.Context, a Answer) error {
-	return s.inTx(ctx, func(tx *tx) error {
+	var ended *TransitionError
+	err := s.inTx(ctx, func(tx *tx) error {
 		// The order's row lock comes first, as in BeginAttempt (order, then
 		// its attempts): the other way round, a retried create's BeginAttempt
 		// and this would deadlock. The attempt row is locked only when the
 		// join yields it, after the order's lock; when no attempt is left
 		// SENDING (a repeated or late answer) the statement locks nothing and
 		// the branch below only reads a row that never changes again.
-		tag, err := tx.Exec(ctx, `
-			WITH o AS (SELECT order_id FROM orders WHERE order_id = $1 FOR UPDATE)
+		var orderStatus status.Order
+		err := tx.QueryRow(ctx, `
+			WITH o AS (SELECT order_id, status FROM orders WHERE order_id = $1 FOR UPDATE)
 			UPDATE payment_attempts a SET state = 'ANSWERED', outcome = $3, transaction_key = NULLIF($4, ''),
 			       reason = $5, detail = $6, answered_at = clock_timestamp()
-			FROM o WHERE a.order_id = o.order_id AND a.attempt_no = $2 AND a.state = 'SENDING'`,
-			a.OrderID, a.No, a.Outcome, a.TransactionKey, a.Reason, a.Detail)
+			FROM o WHERE a.order_id = o.order_id AND a.attempt_no = $2 AND a.state = 'SENDING'
+			RETURNING o.status`,
+			a.OrderID, a.No, a.Outcome, a.TransactionKey, a.Reason, a.Detail).Scan(&orderStatus)
 		if pgCode(err) == codeCheckViolation {
 			return fmt.Errorf("%w: outcome %q", ErrInvalid, a.Outcome)
 		}
-		if err != nil {
-			return fmt.Errorf("finish attempt: %w", err)
-		}
-		if tag.RowsAffected() == 0 {
+		if errors.Is(err, pgx.ErrNoRows) {
 			var current string
 			err := tx.QueryRow(ctx, `SELECT COALESCE(outcome, '') FROM payment_attempts WHERE order_id = $1 AND attempt_no = $2`,
 				a.OrderID, a.No).Scan(&current)
@@ -335,9 +351,18 @@ func (s *Store) FinishAttempt(ctx context.Context, a Answer) error {
 			}
 			return &TransitionError{Entity: "attempt", OrderID: a.OrderID, From: current, To: a.Outcome}
 		}
+		if err != nil {
+			return fmt.Errorf("finish attempt: %w", err)
+		}
 		if err := appendEvent(tx, Event{OrderID: a.OrderID, Kind: KindAttempt, From: "SENDING", To: a.Outcome,
 			Cause: fmt.Sprintf("create #%d answered", a.No), Detail: map[string]any{"transaction_key": a.TransactionKey, "detail": a.Detail}}); err != nil {
 			return err
+		}
+		if orderStatus.Final() {
+			ended = &TransitionError{Entity: "order", OrderID: a.OrderID, From: string(orderStatus),
+				To: fmt.Sprintf("the answer of create #%d (%s)", a.No, a.Outcome)}
+			return appendEvent(tx, Event{OrderID: a.OrderID, Kind: KindAnomaly, Cause: "create answered after the order was " + string(orderStatus),
+				Detail: map[string]any{"attempt_no": a.No, "outcome": a.Outcome, "transaction_key": a.TransactionKey}})
 		}
 		attempts, err := attemptsOf(ctx, tx, a.OrderID)
 		if err != nil {
@@ -350,6 +375,10 @@ func (s *Store) FinishAttempt(ctx context.Context, a Answer) error {
 		}
 		return nil
 	})
+	if err == nil && ended != nil {
+		return ended
+	}
+	return err
 }
 
 // granted reports whether attempt no carries a grant.

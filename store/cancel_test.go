@@ -115,3 +115,51 @@ func attemptState(t *testing.T, s *store.Store) string {
 	require.Len(t, list, 1)
 	return list[0].State
 }
+
+// A create still SENDING whose transaction a lookup already found (the
+// payment PENDING with its key): the cancel closes the attempt, and moves
+// the payment from PENDING, where closing the attempt UNKNOWN alone would
+// have tried PENDING -> UNKNOWN and refused the cancel every time.
+func TestCancelOverASendingCreateWhoseTransactionWasFound(t *testing.T) {
+	t.Parallel()
+	s, ctx := reservedOrder(t)
+	b := begin(t, s, store.AttemptRequest{})
+	require.True(t, b.Send)
+	require.NoError(t, s.Advance(ctx, store.Change{OrderID: "o1", Payment: status.PaymentPending, TransactionKey: "tx1",
+		Cause: "transaction found by lookup"}))
+
+	require.NoError(t, s.Cancel(ctx, cancellation(status.PaymentCancelled), true))
+	o, err := s.GetOrder(ctx, "o1")
+	require.NoError(t, err)
+	assert.Equal(t, status.OrderCancelled, o.Status)
+	assert.Equal(t, status.PaymentCancelled, o.PaymentStatus)
+	assert.Equal(t, "ANSWERED", attemptState(t, s))
+	requireStock(t, s, 10, 0, 0)
+}
+
+// An answer that comes after the order ended (a settle overtook its
+// sender) is recorded on the attempt, which no longer stays SENDING, moves
+// no status, and is reported as refused for the order.
+func TestAnAnswerAfterTheOrderEndedIsRecordedAndRefused(t *testing.T) {
+	t.Parallel()
+	s, ctx := reservedOrder(t)
+	begin(t, s, store.AttemptRequest{})
+	require.NoError(t, s.Advance(ctx, store.Change{OrderID: "o1", Order: status.OrderFailed, Payment: status.PaymentFailed,
+		Reservation: store.ReleaseReservation, Cause: "payment FAILED: found by the recovery"}))
+
+	err := s.FinishAttempt(ctx, store.Answer{OrderID: "o1", No: 1, Outcome: store.OutcomeAccepted, TransactionKey: "tx2"})
+	var te *store.TransitionError
+	require.ErrorAs(t, err, &te)
+	assert.Equal(t, "order", te.Entity)
+	assert.Equal(t, string(status.OrderFailed), te.From)
+	list, err := s.Attempts(ctx, "o1")
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	assert.Equal(t, "ANSWERED", list[0].State)
+	assert.Equal(t, store.OutcomeAccepted, list[0].Outcome)
+	assert.Equal(t, "tx2", list[0].TransactionKey)
+	o, err := s.GetOrder(ctx, "o1")
+	require.NoError(t, err)
+	assert.Equal(t, status.OrderFailed, o.Status, "no status moved")
+	assert.Equal(t, status.PaymentFailed, o.PaymentStatus)
+}

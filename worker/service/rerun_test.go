@@ -57,7 +57,7 @@ func TestRunAgainUnderACancelKeepsAConfirmedOrdersCharge(t *testing.T) {
 	// The server holds the signal behind the running first task; it shows
 	// in the history only when that task ends, so the worker's count says it.
 	testenv.Eventually(t, 10*time.Second, func() bool { return callbacksAccepted(w.httpAddr) > 0 }, "the SUCCESS callback signalled")
-	require.False(t, historyHas(t, id, enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED), "the first task has not completed")
+	require.False(t, testenv.HistoryHas(t, id, enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED), "the first task has not completed")
 	kill(t, first)
 	testenv.PatchFaults(t, sim, map[string]any{"create": map[string]any{"timeoutRate": 0}})
 
@@ -197,23 +197,4 @@ func callbacksAccepted(httpAddr string) int {
 		}
 	}
 	return n
-}
-
-// historyHas: the workflow's history holds an event of the type.
-func historyHas(t *testing.T, id string, typ enumspb.EventType) bool {
-	return firstEventID(t, id, typ) != 0
-}
-
-// firstEventID is the id of the first event of the type in the workflow's
-// history, 0 when there is none.
-func firstEventID(t *testing.T, id string, typ enumspb.EventType) int64 {
-	iter := testenv.Temporal(t).GetWorkflowHistory(context.Background(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for iter.HasNext() {
-		e, err := iter.Next()
-		require.NoError(t, err)
-		if e.GetEventType() == typ {
-			return e.GetEventId()
-		}
-	}
-	return 0
 }

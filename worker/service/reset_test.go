@@ -91,7 +91,7 @@ func TestResetToTheFirstTaskEndsTheOrderAsItEnded(t *testing.T) {
 // task, as `temporal workflow reset --type FirstWorkflowTask` does.
 func resetToFirstTask(t *testing.T, tc client.Client, id string) {
 	t.Helper()
-	first := firstEventID(t, id, enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED)
+	first := testenv.FirstEventID(t, id, enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED)
 	require.NotZero(t, first, "no completed workflow task")
 	_, err := tc.ResetWorkflowExecution(context.Background(), &workflowservice.ResetWorkflowExecutionRequest{Namespace: "default",
 		WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: id}, Reason: "test: reset to the first workflow task",
