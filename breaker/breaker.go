@@ -161,6 +161,11 @@ func New(rules Rules, shared *Shared, obs Observer, log *slog.Logger) *Breaker {
 	}
 	b.local = gobreaker.NewCircuitBreaker[struct{}](local)
 	if shared != nil {
+		if in, err := b.newInstance(); err != nil {
+			b.degradeLocked(err)
+		} else {
+			b.checkin(in)
+		}
 		go b.watch()
 	}
 	return b

@@ -169,12 +169,8 @@ func TestClosedByTheFleetEndsTheOpenSeenInMemory(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, other.SetData(stateKey, data))
 	}
-	var data []byte
-	testenv.Eventually(t, 10*time.Second, func() bool {
-		var err error
-		data, err = admin.ReadBreakerState(stateKey)
-		return err == nil && data != nil
-	}, "the breaker's first look wrote the fleet's state")
+	data, err := admin.ReadBreakerState(stateKey)
+	require.NoError(t, err)
 	closed := decodeState(t, data) // as the breaker wrote it when built
 	// Tripped by a worker whose clock is an hour ahead of ours.
 	tripped := closed
@@ -191,45 +187,4 @@ func TestClosedByTheFleetEndsTheOpenSeenInMemory(t *testing.T) {
 		return called
 	}, "a call goes through once the fleet's breaker is closed")
 	assert.Equal(t, gobreaker.StateClosed, b.State())
-}
-
-// A worker starting while another holds the lease for long (a worker
-// paused mid-trial) starts at once, and on the fleet's breaker: a held lease
-// is not a store outage, so it does not fall back to a process breaker of
-// its own that has seen nothing and would send calls the fleet refuses.
-func TestStartingWhileTheLeaseIsHeldNeitherWaitsNorFallsBack(t *testing.T) {
-	url, _ := migrated(t)
-	other := openStore(t, url).BreakerHandle(time.Minute, nil)
-	require.NoError(t, other.Lock(mutexKey))
-	released := false
-	t.Cleanup(func() {
-		if !released {
-			_ = other.Unlock(mutexKey)
-		}
-	})
-
-	view := &watched{}
-	built := make(chan *breaker.Breaker, 1)
-	go func() {
-		built <- breaker.New(activities.LookupRules(oneTrial), openStore(t, url).SharedBreakers(time.Minute), view, testenv.Logger(t))
-	}()
-	var b *breaker.Breaker
-	testenv.Eventually(t, 30*time.Second, func() bool {
-		select {
-		case b = <-built:
-			return true
-		default:
-			return false
-		}
-	}, "the breaker built while the lease is held (it lasts a minute)")
-	t.Cleanup(b.Close)
-	assert.Equal(t, breaker.ScopeFleet, b.Scope())
-	assert.False(t, view.fellBack.Load(), "a held lease is not a store outage")
-
-	// Once the lease is given back, the fleet's breaker counts this worker's calls.
-	require.NoError(t, other.Unlock(mutexKey))
-	released = true
-	require.ErrorIs(t, b.Do(func() error { return gateway.ErrUnreachable }), gateway.ErrUnreachable)
-	testenv.Eventually(t, 10*time.Second, func() bool { return b.State() != gobreaker.StateClosed }, "the fleet's breaker trips")
-	assert.False(t, view.fellBack.Load())
 }

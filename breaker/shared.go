@@ -85,9 +85,7 @@ func (b *Breaker) readShared() (gobreaker.SharedState, error) {
 	if key == "" { // no instance could be built yet
 		in, err := b.checkout()
 		if err != nil {
-			if !b.contended(err) { // a lease held elsewhere is busy, not an outage
-				b.degradeLocked(err)
-			}
+			b.degradeLocked(err)
 			return gobreaker.SharedState{}, err
 		}
 		b.checkin(in)
@@ -227,10 +225,6 @@ func (b *Breaker) recovered() {
 // watch keeps this worker's view of the fleet's state fresh while no call
 // asks, and finds out when a failed store answers again.
 func (b *Breaker) watch() {
-	// The first look builds this worker's first instance, which takes the
-	// lease: here, not in New, so that a worker starts at once even while
-	// another holds the lease (paused mid-trial) for as long as it lasts.
-	_, _ = b.readShared()
 	t := time.NewTicker(WatchEvery)
 	defer t.Stop()
 	for {

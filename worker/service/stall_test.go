@@ -32,8 +32,11 @@ func TestWorkerStalledMidCreateThenCancelledLeavesNoCharge(t *testing.T) {
 	sim := testenv.Pgsim(t, f)
 	dbURL := testenv.NewDatabase(t)
 	// A read timeout long enough that the stalled create's deadline has not
-	// passed when it resumes: it is sent.
-	w := newWorkerProcess(t, sim, dbURL, "--read-timeout", "40s", "--poll-initial", "1m", "--poll-max", "1m")
+	// passed when it resumes: it is sent. Each worker keeps its own breakers:
+	// a fleet breaker's lease, held by the frozen worker, would hold the
+	// second's start for the lease's length.
+	w := newWorkerProcess(t, sim, dbURL, "--read-timeout", "40s", "--poll-initial", "1m", "--poll-max", "1m",
+		"--breaker-scope", "process")
 	first := w.start()
 
 	ctx := context.Background()
