@@ -176,7 +176,14 @@ func (a *Activities) LookupPayment(ctx context.Context, in LookupInput) (LookupR
 func (a *Activities) CancelPayments(ctx context.Context, in CancelInput) (CancelResult, error) {
 	ctx = gateway.WithUser(ctx, in.UserID)
 	keys := append([]string(nil), in.TransactionKeys...)
+	var searchedAt time.Time
 	if in.SearchByOrder {
+		// The database's clock before the search: a create answered after
+		// it may have reached the gateway after the search looked.
+		var err error
+		if searchedAt, err = a.store.Now(ctx); err != nil {
+			return CancelResult{}, fmt.Errorf("read the database's clock: %w", err)
+		}
 		start := time.Now()
 		found, err := a.gateway.PaymentsByOrder(ctx, in.OrderID)
 		a.observe.GatewayCall("lookup-by-order", outcomeOf(err), time.Since(start))
@@ -189,7 +196,7 @@ func (a *Activities) CancelPayments(ctx context.Context, in CancelInput) (Cancel
 			}
 		}
 	}
-	out := CancelResult{Transactions: []gateway.Transaction{}}
+	out := CancelResult{Transactions: []gateway.Transaction{}, SearchedAt: searchedAt}
 	for _, key := range keys {
 		before, err := a.gateway.Payment(ctx, key)
 		if err != nil && !gateway.IsNotFound(err) {
@@ -248,7 +255,8 @@ func (a *Activities) Settle(ctx context.Context, in SettleInput) error {
 func (a *Activities) CancelOrder(ctx context.Context, in SettleInput) error {
 	change := store.Change{OrderID: in.OrderID, Order: status.OrderCancelled, Payment: in.Payment, Reason: in.Reason,
 		Reservation: store.ReleaseReservation, Cause: in.Cause}
-	cancel := func() error { return a.store.Cancel(ctx, change, !in.Unsearched) }
+	check := store.CancelCheck{Unsearched: in.Unsearched, SearchedAt: in.SearchedAt}
+	cancel := func() error { return a.store.Cancel(ctx, change, check) }
 	err := cancel()
 	if errors.Is(err, store.ErrNoReservation) {
 		change.Reservation = store.KeepReservation

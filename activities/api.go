@@ -158,6 +158,10 @@ type CancelInput struct {
 type CancelResult struct {
 	Transactions []gateway.Transaction `json:"transactions"`
 	Refunded     int                   `json:"refunded"` // SUCCESS charges that the cancel refunded
+	// SearchedAt is when the search by order id was made, by the
+	// database's clock (zero without one): CancelOrder refuses if a create
+	// was answered after it (SettleInput.SearchedAt).
+	SearchedAt time.Time `json:"searchedAt,omitzero"`
 }
 
 // SettleInput moves an order, its payment and its reservation together.
@@ -173,6 +177,10 @@ type SettleInput struct {
 	// order id, and is refused (ErrGatewayNotSearched) when a create of the
 	// order may have reached it (store.Cancel).
 	Unsearched bool `json:"unsearched,omitempty"`
+	// SearchedAt is CancelOrder's: when the caller's search by order id was
+	// made (CancelResult.SearchedAt). Refused (ErrGatewayNotSearched) when a
+	// create was answered accepted or unknown after it (store.CancelCheck).
+	SearchedAt time.Time `json:"searchedAt,omitzero"`
 }
 
 // EventInput records an anomaly or a note in the order's event log.

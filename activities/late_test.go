@@ -49,15 +49,12 @@ func TestCreateAnsweredAfterTheOrderWasCancelledIsUndoneByItsSender(t *testing.T
 	for _, tc := range []struct {
 		name string
 		read time.Duration // the client's read timeout
-		// what the sender answers: its acceptance is refused; UNKNOWN is
-		// what the cancel recorded already
-		answer string
-		tune   func(*simulator.Faults)
+		tune func(*simulator.Faults)
 	}{
-		{"accepted", 5 * time.Second, activities.ErrIllegalTransition, func(f *simulator.Faults) {
+		{"accepted", 5 * time.Second, func(f *simulator.Faults) {
 			f.Latency = simulator.Range{Min: simulator.Duration(time.Second), Max: simulator.Duration(time.Second)}
 		}},
-		{"outcome unknown", 2 * time.Second, activities.ErrGatewayOutcomeUnknown, func(f *simulator.Faults) {
+		{"outcome unknown", 2 * time.Second, func(f *simulator.Faults) {
 			// The gateway takes the create and answers after the read timeout.
 			f.Create.TimeoutRate, f.Create.TimeoutDelay = 1, simulator.Duration(4*time.Second)
 		}},
@@ -72,10 +69,10 @@ func TestCreateAnsweredAfterTheOrderWasCancelledIsUndoneByItsSender(t *testing.T
 			// reached it, and found nothing.
 			ctx := context.Background()
 			require.NoError(t, r.store.Cancel(ctx, store.Change{OrderID: "late-1", Order: status.OrderCancelled, Payment: status.PaymentCancelled,
-				Reservation: store.ReleaseReservation, Cause: "cancelled by an operator"}, true))
+				Reservation: store.ReleaseReservation, Cause: "cancelled by an operator"}, store.CancelCheck{}))
 
 			typ, _ := appError(t, <-sent)
-			assert.Equal(t, tc.answer, typ)
+			assert.Equal(t, activities.ErrIllegalTransition, typ, "the late answer is refused")
 			gw := r.sim.Stats().Orders["late-1"]
 			t.Logf("gateway %+v", gw)
 			assert.Zero(t, gw.Successful, "no charge stands on a CANCELLED order")
@@ -168,6 +165,69 @@ func TestALateAnswerNeverRefundsTheChargeTheOrderConfirmed(t *testing.T) {
 			assert.Equal(t, 1, gw.Successful, "the order's own charge stands")
 			assert.Zero(t, gw.Refunded)
 			assert.Zero(t, gw.Cancelled)
+		})
+	}
+}
+
+// A stale sender's create reaches the gateway after the compensation
+// searched it by order id (and found nothing), and its answer is recorded
+// before the compensation's CancelOrder: either normally (the attempt still
+// SENDING) or refused for an attempt a second run's create had closed, the
+// order still open. CancelOrder, told when the search was made, refuses;
+// the compensation searches again, finds the charge and refunds it.
+func TestAnAnswerAfterTheCompensationsSearchIsSearchedAgain(t *testing.T) {
+	for _, secondRunBegan := range []bool{false, true} {
+		name := map[bool]string{false: "attempt still SENDING", true: "attempt closed by a second run's create"}[secondRunBegan]
+		t.Run(name, func(t *testing.T) {
+			f := testenv.QuietFaults() // processed at once, SUCCESS
+			f.Callback.DropRate = 1
+			r := newRig(t, f, activities.DefaultBreakerSettings(), false)
+			id := testenv.ID("search-gap")
+			r.reserve(t, id)
+			ctx := context.Background()
+			search := func() activities.CancelResult {
+				v, err := r.env.ExecuteActivity(r.acts.CancelPayments, activities.CancelInput{OrderID: id, UserID: "u1", SearchByOrder: true})
+				require.NoError(t, err)
+				var res activities.CancelResult
+				require.NoError(t, v.Get(&res))
+				require.False(t, res.SearchedAt.IsZero())
+				return res
+			}
+			cancelOrder := func(res activities.CancelResult) error {
+				payment := status.PaymentCancelled
+				if res.Refunded > 0 {
+					payment = status.PaymentRefunded
+				}
+				_, err := r.env.ExecuteActivity(r.acts.CancelOrder, activities.SettleInput{OrderID: id, Payment: payment,
+					Cause: "cancelled by an operator", SearchedAt: res.SearchedAt})
+				return err
+			}
+			first := search()
+			require.Empty(t, first.Transactions, "nothing at the gateway yet")
+
+			testenv.PatchFaults(t, r.sim, map[string]any{"latency": map[string]any{"min": "1s", "max": "1s"}})
+			sent := r.sendSlowly(t, id, 5*time.Second)
+			if secondRunBegan {
+				b, err := r.store.BeginAttempt(ctx, store.AttemptRequest{OrderID: id, CallbackURL: "http://127.0.0.1:1/callbacks/gateway", Limit: 3})
+				require.NoError(t, err)
+				require.False(t, b.Send)
+			}
+			<-sent
+			testenv.PatchFaults(t, r.sim, map[string]any{"latency": map[string]any{"min": 0, "max": 0}})
+			testenv.Eventually(t, 10*time.Second, func() bool { return r.sim.Stats().Orders[id].Successful == 1 }, "the late create charged")
+
+			typ, _ := appError(t, cancelOrder(first))
+			assert.Equal(t, activities.ErrGatewayNotSearched, typ, "the answer came after the search")
+			again := search()
+			assert.Equal(t, 1, again.Refunded, "the second search finds and refunds the charge")
+			require.NoError(t, cancelOrder(again))
+
+			gw := r.sim.Stats().Orders[id]
+			o := r.payment(t, id)
+			t.Logf("order %s payment %s; gateway %+v", o.Status, o.PaymentStatus, gw)
+			assert.Equal(t, status.OrderCancelled, o.Status)
+			assert.Equal(t, status.PaymentRefunded, o.PaymentStatus)
+			assert.Zero(t, gw.Successful, "no charge stands on a CANCELLED order")
 		})
 	}
 }

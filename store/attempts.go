@@ -199,16 +199,29 @@ func (s *Store) PeekAttempt(ctx context.Context, req AttemptRequest) (Begun, err
 	return decide(attempts, req), nil
 }
 
+// CancelCheck is what a compensation tells Cancel of its search of the
+// gateway by order id, so that Cancel can refuse when the database knows of
+// a create the search may have missed. The zero value checks nothing (the
+// workflows before money-safety 5).
+type CancelCheck struct {
+	// Unsearched: no search was made. Refused when any create of the order
+	// may have reached the gateway.
+	Unsearched bool
+	// SearchedAt is when the search was made, by the database's clock
+	// (Store.Now): refused when a create was answered accepted or unknown
+	// after it — it may have reached the gateway after the search looked.
+	SearchedAt time.Time
+}
+
 // Cancel is compensation's Advance: c moves the order to CANCELLED. In the
 // same transaction, under the order's lock, a create still SENDING is
 // closed as UNKNOWN (the attempt only: the cancel moves the statuses), so
 // that an answer its sender records afterwards is refused: a sender that
 // stalled and sent after the compensation learns so, and undoes its charge
-// (activities.RequestPayment). A caller that did not
-// search the gateway by order id (searched false) is refused with
-// ErrMaybeSent, and nothing changes, when any create of the order may have
-// reached the gateway: its view of the order is older than the database's.
-func (s *Store) Cancel(ctx context.Context, c Change, searched bool) error {
+// (activities.RequestPayment). A compensation whose view of the order is
+// older than the database's is refused with ErrMaybeSent, and nothing
+// changes (CancelCheck): it searches the gateway again and retries.
+func (s *Store) Cancel(ctx context.Context, c Change, check CancelCheck) error {
 	if c.OrderID == "" || c.Cause == "" {
 		return fmt.Errorf("%w: change needs an order id and a cause", ErrInvalid)
 	}
@@ -221,25 +234,47 @@ func (s *Store) Cancel(ctx context.Context, c Change, searched bool) error {
 		if err != nil {
 			return fmt.Errorf("lock order: %w", err)
 		}
-		if !current.Final() {
-			if !searched {
-				attempts, err := attemptsOf(ctx, tx, c.OrderID)
-				if err != nil {
-					return err
-				}
-				if i := slices.IndexFunc(attempts, Attempt.MaybeSent); i >= 0 {
-					return fmt.Errorf("%w: order %s, create #%d %s %s", ErrMaybeSent, c.OrderID, attempts[i].No, attempts[i].State, attempts[i].Outcome)
-				}
-			}
-			// Only the attempt is closed: the cancel itself moves the
-			// statuses, from wherever a lookup may have taken the payment
-			// meanwhile (PENDING cannot go back to UNKNOWN).
-			if _, err := closeSending(ctx, tx, c.OrderID, "the order was cancelled first"); err != nil {
+		if current.Final() {
+			return advance(ctx, tx, c)
+		}
+		if check.Unsearched || !check.SearchedAt.IsZero() {
+			attempts, err := attemptsOf(ctx, tx, c.OrderID)
+			if err != nil {
 				return err
 			}
+			if a, missed := missedBy(attempts, check); missed {
+				return fmt.Errorf("%w: order %s, create #%d %s %s", ErrMaybeSent, c.OrderID, a.No, a.State, a.Outcome)
+			}
+		}
+		// Only the attempt is closed: the cancel itself moves the statuses,
+		// from wherever a lookup may have taken the payment meanwhile
+		// (PENDING cannot go back to UNKNOWN).
+		if _, err := closeSending(ctx, tx, c.OrderID, "the order was cancelled first"); err != nil {
+			return err
 		}
 		return advance(ctx, tx, c)
 	})
+}
+
+// missedBy finds a create the compensation's search (check) may have
+// missed: any that may have reached the gateway when it made none, or one
+// answered accepted or unknown after it.
+func missedBy(attempts []Attempt, check CancelCheck) (Attempt, bool) {
+	for _, a := range attempts {
+		late := a.AnsweredAt != nil && a.AnsweredAt.After(check.SearchedAt) &&
+			(a.Outcome == OutcomeAccepted || a.Outcome == OutcomeUnknown)
+		if check.Unsearched && a.MaybeSent() || !check.Unsearched && late {
+			return a, true
+		}
+	}
+	return Attempt{}, false
+}
+
+// Now is the database's clock, which stamps the attempts' answers.
+func (s *Store) Now(ctx context.Context) (time.Time, error) {
+	var now time.Time
+	err := s.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now)
+	return now, err
 }
 
 // closeLost closes an attempt left SENDING as UNKNOWN (closeSending), with
@@ -338,18 +373,26 @@ func (s *Store) FinishAttempt(ctx context.Context, a Answer) error {
 		}
 		if errors.Is(err, pgx.ErrNoRows) {
 			var current string
-			err := tx.QueryRow(ctx, `SELECT COALESCE(outcome, '') FROM payment_attempts WHERE order_id = $1 AND attempt_no = $2`,
-				a.OrderID, a.No).Scan(&current)
+			err := tx.QueryRow(ctx, `
+				SELECT COALESCE(a.outcome, ''), o.status FROM payment_attempts a JOIN orders o ON o.order_id = a.order_id
+				WHERE a.order_id = $1 AND a.attempt_no = $2`, a.OrderID, a.No).Scan(&current, &orderStatus)
 			if errors.Is(err, pgx.ErrNoRows) {
 				return fmt.Errorf("%w: attempt %d of order %s", ErrNotFound, a.No, a.OrderID)
 			}
 			if err != nil {
 				return err
 			}
-			if current == a.Outcome {
-				return nil
+			if current != a.Outcome {
+				return &TransitionError{Entity: "attempt", OrderID: a.OrderID, From: current, To: a.Outcome}
 			}
-			return &TransitionError{Entity: "attempt", OrderID: a.OrderID, From: current, To: a.Outcome}
+			if orderStatus.Final() {
+				// A repeat (the first's commit went through unseen) of an
+				// answer that came after the order ended: refused for the
+				// order again, so that its sender still undoes it.
+				ended = &TransitionError{Entity: "order", OrderID: a.OrderID, From: string(orderStatus),
+					To: fmt.Sprintf("the answer of create #%d (%s)", a.No, a.Outcome)}
+			}
+			return nil
 		}
 		if err != nil {
 			return fmt.Errorf("finish attempt: %w", err)

@@ -72,7 +72,7 @@ func TestCancelFencesACreateOnTheWire(t *testing.T) {
 	b := begin(t, s, store.AttemptRequest{})
 	require.True(t, b.Send)
 
-	err := s.Cancel(ctx, cancellation(""), false)
+	err := s.Cancel(ctx, cancellation(""), store.CancelCheck{Unsearched: true})
 	require.ErrorIs(t, err, store.ErrMaybeSent, "unsearched, over a create on the wire")
 	o, err := s.GetOrder(ctx, "o1")
 	require.NoError(t, err)
@@ -80,7 +80,7 @@ func TestCancelFencesACreateOnTheWire(t *testing.T) {
 	assert.Equal(t, "SENDING", attemptState(t, s))
 	requireStock(t, s, 9, 1, 0)
 
-	require.NoError(t, s.Cancel(ctx, cancellation(status.PaymentCancelled), true))
+	require.NoError(t, s.Cancel(ctx, cancellation(status.PaymentCancelled), store.CancelCheck{}))
 	o, err = s.GetOrder(ctx, "o1")
 	require.NoError(t, err)
 	assert.Equal(t, status.OrderCancelled, o.Status)
@@ -92,7 +92,7 @@ func TestCancelFencesACreateOnTheWire(t *testing.T) {
 	require.ErrorAs(t, err, &te, "the sender's late answer is refused")
 	assert.Equal(t, "attempt", te.Entity)
 
-	require.NoError(t, s.Cancel(ctx, cancellation(status.PaymentCancelled), false), "a repeat over the CANCELLED order")
+	require.NoError(t, s.Cancel(ctx, cancellation(status.PaymentCancelled), store.CancelCheck{Unsearched: true}), "a repeat over the CANCELLED order")
 }
 
 // With nothing that may have reached the gateway, an unsearched cancel goes
@@ -102,7 +102,7 @@ func TestCancelWithoutSearchAfterAnUnreachableCreate(t *testing.T) {
 	s, ctx := reservedOrder(t)
 	begin(t, s, store.AttemptRequest{})
 	finish(t, s, 1, store.OutcomeUnreachable, "")
-	require.NoError(t, s.Cancel(ctx, cancellation(status.PaymentCancelled), false))
+	require.NoError(t, s.Cancel(ctx, cancellation(status.PaymentCancelled), store.CancelCheck{Unsearched: true}))
 	o, err := s.GetOrder(ctx, "o1")
 	require.NoError(t, err)
 	assert.Equal(t, status.OrderCancelled, o.Status)
@@ -128,7 +128,7 @@ func TestCancelOverASendingCreateWhoseTransactionWasFound(t *testing.T) {
 	require.NoError(t, s.Advance(ctx, store.Change{OrderID: "o1", Payment: status.PaymentPending, TransactionKey: "tx1",
 		Cause: "transaction found by lookup"}))
 
-	require.NoError(t, s.Cancel(ctx, cancellation(status.PaymentCancelled), true))
+	require.NoError(t, s.Cancel(ctx, cancellation(status.PaymentCancelled), store.CancelCheck{}))
 	o, err := s.GetOrder(ctx, "o1")
 	require.NoError(t, err)
 	assert.Equal(t, status.OrderCancelled, o.Status)
@@ -162,4 +162,52 @@ func TestAnAnswerAfterTheOrderEndedIsRecordedAndRefused(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, status.OrderFailed, o.Status, "no status moved")
 	assert.Equal(t, status.PaymentFailed, o.PaymentStatus)
+
+	// A repeat (the first's commit went through unseen) is refused for the
+	// order again, so that its sender still undoes the charge.
+	err = s.FinishAttempt(ctx, store.Answer{OrderID: "o1", No: 1, Outcome: store.OutcomeAccepted, TransactionKey: "tx2"})
+	require.ErrorAs(t, err, &te)
+	assert.Equal(t, "order", te.Entity)
+}
+
+// A compensation's search by order id sees only what reached the gateway
+// before it: a create answered accepted after it may have been missed, and
+// the cancel is refused until a search made after that answer.
+func TestCancelRefusesACreateAnsweredAfterTheSearch(t *testing.T) {
+	t.Parallel()
+	s, ctx := reservedOrder(t)
+	begin(t, s, store.AttemptRequest{})
+	searched, err := s.Now(ctx)
+	require.NoError(t, err)
+	finish(t, s, 1, store.OutcomeAccepted, "tx1")
+
+	err = s.Cancel(ctx, cancellation(status.PaymentCancelled), store.CancelCheck{SearchedAt: searched})
+	require.ErrorIs(t, err, store.ErrMaybeSent, "answered after the search")
+	o, err := s.GetOrder(ctx, "o1")
+	require.NoError(t, err)
+	assert.Equal(t, status.OrderPending, o.Status, "refused: nothing changed")
+
+	again, err := s.Now(ctx)
+	require.NoError(t, err)
+	require.NoError(t, s.Cancel(ctx, cancellation(status.PaymentCancelled), store.CancelCheck{SearchedAt: again}))
+	o, err = s.GetOrder(ctx, "o1")
+	require.NoError(t, err)
+	assert.Equal(t, status.OrderCancelled, o.Status)
+}
+
+// The charge a CONFIRMED order was paid with is never rewritten: a second
+// confirm with another transaction is refused.
+func TestAConfirmedOrdersChargeIsNeverRewritten(t *testing.T) {
+	t.Parallel()
+	s, ctx := reservedOrder(t)
+	confirm := func(key string) error {
+		return s.Advance(ctx, store.Change{OrderID: "o1", Order: status.OrderConfirmed, Payment: status.PaymentSuccess, TransactionKey: key,
+			Reservation: store.CommitReservation, Cause: "payment SUCCESS: definitive answer"})
+	}
+	require.NoError(t, confirm("K1"))
+	require.NoError(t, confirm("K1"), "a repeat")
+	require.ErrorIs(t, confirm("K2"), store.ErrIllegalTransition)
+	o, err := s.GetOrder(ctx, "o1")
+	require.NoError(t, err)
+	assert.Equal(t, "K1", o.TransactionKey)
 }

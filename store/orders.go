@@ -307,6 +307,11 @@ func movePayment(ctx context.Context, tx *tx, c Change) error {
 	if to == from && sameKey {
 		return nil
 	}
+	if from == status.PaymentSuccess && key != nil && !sameKey {
+		// The charge an order was paid with is its identity for every later
+		// check (a late callback, a late answer, the sweep): never rewritten.
+		return &TransitionError{Entity: "payment", OrderID: c.OrderID, From: "SUCCESS " + *key, To: string(to) + " " + c.TransactionKey}
+	}
 	if to != from && !legal {
 		return &TransitionError{Entity: "payment", OrderID: c.OrderID, From: string(from), To: string(to)}
 	}

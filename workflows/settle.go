@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -79,21 +80,34 @@ func (p *payment) cancelled(ctx workflow.Context) (State, error) {
 // also runs when the workflow itself is being cancelled.
 func (p *payment) compensate(ctx workflow.Context, cause string) (State, error) {
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
-	payment, err := p.cancelPayments(dctx)
+	payment, searched, err := p.cancelPayments(dctx)
 	if err != nil {
 		return p.state, err
 	}
 	cancelOrder := func() error {
+		in := activities.SettleInput{OrderID: p.in.OrderID, Payment: payment, Cause: cause}
+		if p.v >= fencedCancel {
+			in.Unsearched, in.SearchedAt = !p.maybeAtGateway, searched
+		}
 		return p.dbStep(dctx, fmt.Sprintf("Cancel order %s (amount %d) and release %d × %s", p.in.OrderID, p.in.Amount, p.in.Quantity, p.in.ProductID),
-			a.CancelOrder, activities.SettleInput{OrderID: p.in.OrderID, Payment: payment, Cause: cause,
-				Unsearched: p.v >= fencedCancel && !p.maybeAtGateway}).Get(dctx, nil)
+			a.CancelOrder, in).Get(dctx, nil)
 	}
 	err = cancelOrder()
-	if isType(err, activities.ErrGatewayNotSearched) {
-		p.log.Warn("a create this run did not know of may have reached the gateway; searching it before cancelling", "error", err)
+	// Refused: the database knows of a create the search may have missed
+	// (none was made, or a create was answered after it). Each create is
+	// answered once, so the searches end; the bound is against a bug.
+	for tries := 1; isType(err, activities.ErrGatewayNotSearched); tries++ {
+		if tries > maxCancelSearches {
+			return p.state, fmt.Errorf("compensation refused after %d searches of the gateway: %w", maxCancelSearches, err)
+		}
+		p.log.Warn("a create this run did not see may have reached the gateway; searching it before cancelling", "error", err)
 		p.maybeAtGateway = true
-		if payment, err = p.cancelPayments(dctx); err != nil {
+		refunded := payment == status.PaymentRefunded
+		if payment, searched, err = p.cancelPayments(dctx); err != nil {
 			return p.state, err
+		}
+		if refunded {
+			payment = status.PaymentRefunded // an earlier search's refund stands
 		}
 		err = cancelOrder()
 	}
@@ -117,24 +131,31 @@ func (p *payment) compensate(ctx workflow.Context, cause string) (State, error) 
 	return p.state, nil
 }
 
+// maxCancelSearches bounds compensate's searches of the gateway after
+// CancelOrder's refusals.
+const maxCancelSearches = 10
+
 // cancelPayments is compensation's gateway half: it cancels the
 // transactions this run knows of, and searches the gateway by order when a
-// create may have reached it. It answers the payment status to record.
-func (p *payment) cancelPayments(ctx workflow.Context) (status.Payment, error) {
+// create may have reached it. It answers the payment status to record and
+// when the search was made (zero without one).
+func (p *payment) cancelPayments(ctx workflow.Context) (status.Payment, time.Time, error) {
 	payment := status.PaymentCancelled
+	var searched time.Time
 	if len(p.keys) > 0 || p.maybeAtGateway {
 		res, err := p.cancelAtGateway(ctx, p.keys, p.maybeAtGateway)
 		if err != nil {
-			return "", err
+			return "", searched, err
 		}
 		if res.Refunded > 0 {
 			payment = status.PaymentRefunded
 		}
+		searched = res.SearchedAt
 	}
 	if p.state.Attempts == 0 && !p.maybeAtGateway {
 		payment = "" // nothing was ever sent: there is no payment to close
 	}
-	return payment, nil
+	return payment, searched, nil
 }
 
 // endedFailed: compensation's CancelOrder was refused because the order is

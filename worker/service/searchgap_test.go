@@ -1,0 +1,145 @@
+package service_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/payguard/payguard/internal/testenv"
+	"github.com/payguard/payguard/status"
+	"github.com/payguard/payguard/workflows"
+)
+
+// A worker is stalled (SIGSTOP) with
+// its create committed SENDING and on the wire, not yet at the gateway (a
+// proxy holds it). An operator cancels; a second worker runs the first task
+// again: its compensation searches the gateway by order id (nothing yet),
+// and its CancelOrder is delayed (the database refuses it a while: a
+// blip). Meanwhile the first worker resumes and its create reaches the
+// gateway and is answered: the attempt is still SENDING and the order open,
+// so the answer is recorded as any other (order PENDING, payment PENDING
+// with its key). CancelOrder, told when the search was made, refuses: the
+// compensation searches again and refunds the charge. (Before, the cancel
+// went through and the order ended CANCELLED with the customer charged;
+// the callback is lost and no sweep runs.)
+func TestStaleCreateAnsweredBetweenTheSearchAndCancelOrder(t *testing.T) {
+	t.Parallel()
+	f := testenv.QuietFaults() // processed at once, SUCCESS
+	f.Callback.DropRate = 1
+	sim := testenv.Pgsim(t, f)
+	target, err := url.Parse(sim.GatewayURL())
+	require.NoError(t, err)
+	hold := make(chan struct{})
+	var held atomic.Int32
+	rp := httputil.NewSingleHostReverseProxy(target)
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.URL.Path == "/api/v1/payments" {
+			held.Add(1)
+			<-hold
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(proxy.Close)
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			close(hold)
+		}
+	}
+	t.Cleanup(release)
+
+	dbURL := testenv.NewDatabase(t)
+	w := newWorkerProcess(t, sim, dbURL, "--read-timeout", "300s", "--poll-initial", "1m", "--poll-max", "1m", "--reconcile-interval", "0",
+		"--breaker-scope", "process") // a fleet lease held by the stopped worker would hold up the second's start
+	second := w.sibling()
+	env := map[string]string{}
+	for k, v := range w.env {
+		env[k] = v
+	}
+	second.env = env
+	w.env["GATEWAY_URL"] = proxy.URL // the first worker's creates go through the proxy
+	first := w.start()
+	ctx := context.Background()
+	st := w.stockedStore(ctx)
+
+	orderID := testenv.ID("search-gap")
+	w.placeOrder(ctx, orderID)
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		list, err := st.Attempts(ctx, orderID)
+		return err == nil && len(list) == 1 && list[0].State == "SENDING" && held.Load() == 1
+	}, "create SENDING, held on the wire")
+	require.NoError(t, first.Process.Signal(syscall.SIGSTOP))
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			_ = first.Process.Signal(syscall.SIGCONT)
+		}
+	}
+	t.Cleanup(resume)
+
+	// The database refuses the compensation's release of the stock for a while.
+	heal := testenv.FailFirst(t, st.Pool(), 1000000, "UPDATE", "reservations", "NEW.state = 'RELEASED'")
+	healed := false
+	t.Cleanup(func() {
+		if !healed {
+			heal()
+		}
+	})
+
+	tc := testenv.Temporal(t)
+	id := workflows.PaymentWorkflowID(orderID)
+	require.NoError(t, tc.CancelWorkflow(ctx, id, ""))
+	second.start()
+	testenv.Eventually(t, 150*time.Second, func() bool {
+		var n int64
+		err := st.Pool().QueryRow(ctx, `SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM fault_reservations`).Scan(&n)
+		return err == nil && n >= 1
+	}, "the second run's compensation searched the gateway and tries CancelOrder")
+	require.Zero(t, sim.Stats().Orders[orderID].CreateRequests, "the search found nothing: the create is still held")
+
+	resume()
+	release()
+	testenv.Eventually(t, 60*time.Second, func() bool {
+		o, err := st.GetOrder(ctx, orderID)
+		list, _ := st.Attempts(ctx, orderID)
+		return err == nil && len(list) == 1 && list[0].State == "ANSWERED" && o.Status != ""
+	}, "the stale create answered and recorded")
+	o, err := st.GetOrder(ctx, orderID)
+	require.NoError(t, err)
+	t.Logf("after the late answer: order %s payment %s key %q", o.Status, o.PaymentStatus, o.TransactionKey)
+	heal()
+	healed = true
+
+	waitCtx, cancel := context.WithTimeout(ctx, 150*time.Second)
+	defer cancel()
+	runErr := tc.GetWorkflow(waitCtx, id, "").Get(waitCtx, nil)
+	require.NoError(t, waitCtx.Err(), "workflow still running")
+	t.Logf("workflow ended: %v", runErr)
+	// Give a sender's undo (if any) time to land.
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		gw := sim.Stats().Orders[orderID]
+		return gw.Successful+gw.Refunded > 0
+	}, "the gateway processed the charge")
+	o, err = st.GetOrder(ctx, orderID)
+	require.NoError(t, err)
+	gw := sim.Stats().Orders[orderID]
+	t.Logf("order %s payment %s key %q reservation %s; gateway %+v", o.Status, o.PaymentStatus, o.TransactionKey, o.Reservation, gw)
+	if events, err := st.Events(ctx, orderID); err == nil {
+		for _, e := range events {
+			t.Logf("event %s %s->%s: %s %v", e.Kind, e.From, e.To, e.Cause, e.Detail)
+		}
+	}
+	require.Equal(t, status.OrderCancelled, o.Status)
+	assert.Zero(t, gw.Successful, "a CANCELLED order keeps no charge")
+}
