@@ -126,11 +126,7 @@ func mayResend(attempts []Attempt, req AttemptRequest) bool {
 func (s *Store) BeginAttempt(ctx context.Context, req AttemptRequest) (Begun, error) {
 	var b Begun
 	err := s.inTx(ctx, func(tx *tx) error {
-		var orderStatus status.Order
-		err := tx.QueryRow(ctx, `SELECT status FROM orders WHERE order_id = $1 FOR UPDATE`, req.OrderID).Scan(&orderStatus)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("%w: order %s", ErrNotFound, req.OrderID)
-		}
+		orderStatus, err := lockOrder(ctx, tx, req.OrderID)
 		if err != nil {
 			return err
 		}
@@ -226,13 +222,9 @@ func (s *Store) Cancel(ctx context.Context, c Change, check CancelCheck) error {
 		return fmt.Errorf("%w: change needs an order id and a cause", ErrInvalid)
 	}
 	return s.inTx(ctx, func(tx *tx) error {
-		var current status.Order
-		err := tx.QueryRow(ctx, `SELECT status FROM orders WHERE order_id = $1 FOR UPDATE`, c.OrderID).Scan(&current)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("%w: order %s", ErrNotFound, c.OrderID)
-		}
+		current, err := lockOrder(ctx, tx, c.OrderID)
 		if err != nil {
-			return fmt.Errorf("lock order: %w", err)
+			return err
 		}
 		if current.Final() {
 			return advance(ctx, tx, c)
@@ -389,8 +381,7 @@ func (s *Store) FinishAttempt(ctx context.Context, a Answer) error {
 				// A repeat (the first's commit went through unseen) of an
 				// answer that came after the order ended: refused for the
 				// order again, so that its sender still undoes it.
-				ended = &TransitionError{Entity: "order", OrderID: a.OrderID, From: string(orderStatus),
-					To: fmt.Sprintf("the answer of create #%d (%s)", a.No, a.Outcome)}
+				ended = answeredAfterEnd(a, orderStatus)
 			}
 			return nil
 		}
@@ -402,8 +393,7 @@ func (s *Store) FinishAttempt(ctx context.Context, a Answer) error {
 			return err
 		}
 		if orderStatus.Final() {
-			ended = &TransitionError{Entity: "order", OrderID: a.OrderID, From: string(orderStatus),
-				To: fmt.Sprintf("the answer of create #%d (%s)", a.No, a.Outcome)}
+			ended = answeredAfterEnd(a, orderStatus)
 			return appendEvent(tx, Event{OrderID: a.OrderID, Kind: KindAnomaly, Cause: "create answered after the order was " + string(orderStatus),
 				Detail: map[string]any{"attempt_no": a.No, "outcome": a.Outcome, "transaction_key": a.TransactionKey}})
 		}
@@ -422,6 +412,27 @@ func (s *Store) FinishAttempt(ctx context.Context, a Answer) error {
 		return ended
 	}
 	return err
+}
+
+// answeredAfterEnd is FinishAttempt's refusal, for the order, of an answer
+// that came after the order ended.
+func answeredAfterEnd(a Answer, ended status.Order) *TransitionError {
+	return &TransitionError{Entity: "order", OrderID: a.OrderID, From: string(ended),
+		To: fmt.Sprintf("the answer of create #%d (%s)", a.No, a.Outcome)}
+}
+
+// lockOrder takes the order's row lock, which every step of one order's
+// life queues on, and reads its status.
+func lockOrder(ctx context.Context, tx *tx, orderID string) (status.Order, error) {
+	var st status.Order
+	err := tx.QueryRow(ctx, `SELECT status FROM orders WHERE order_id = $1 FOR UPDATE`, orderID).Scan(&st)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", fmt.Errorf("%w: order %s", ErrNotFound, orderID)
+	}
+	if err != nil {
+		return "", fmt.Errorf("lock order: %w", err)
+	}
+	return st, nil
 }
 
 // granted reports whether attempt no carries a grant.

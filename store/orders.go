@@ -79,8 +79,8 @@ func (s *Store) Reserve(ctx context.Context, o NewOrder) (Order, error) {
 			// to learn what an earlier run did, and that run may still be
 			// inside a step (its worker stalled, not dead): without the lock
 			// a create that run is beginning would be missed.
-			if _, err := tx.Exec(ctx, `SELECT 1 FROM orders WHERE order_id = $1 FOR UPDATE`, o.OrderID); err != nil {
-				return fmt.Errorf("lock order: %w", err)
+			if _, err := lockOrder(ctx, tx, o.OrderID); err != nil {
+				return err
 			}
 			existing, err := getOrder(ctx, tx, o.OrderID)
 			if err != nil {
