@@ -171,16 +171,18 @@ func (a *Activities) record(ctx context.Context, ans store.Answer) error {
 // task, and meanwhile the order ended (a settle; a compensation, which also
 // closed the attempt UNKNOWN) or another create closed the attempt. Its
 // answer was refused (store.FinishAttempt: for the attempt, or for the
-// order), or, an UNKNOWN, found so already. If the order has ended without
-// this create's transaction, a charge it made is money taken for nothing,
-// which no workflow will see: its sender cancels it at the gateway now. An
-// order still open is left to its workflow, which looks the order up. A
-// cancel that fails is logged; the late callback and the sweep remain.
+// order; an answer recorded on an open order is the workflow's, and one that
+// lands after the compensation's search makes its CancelOrder search again:
+// store.CancelCheck). If the order has ended without this create's
+// transaction, a charge it made is money taken for nothing, which no
+// workflow will see: its sender cancels it at the gateway now. An order
+// still open is left to its workflow, which looks the order up. A cancel
+// that fails is logged; the late callback and the sweep remain.
 func (a *Activities) undoLate(ctx context.Context, in RequestInput, ans store.Answer, recordErr error) {
 	var te *store.TransitionError
 	overtaken := errors.As(recordErr, &te) && (te.Entity == "attempt" || te.Entity == "order")
 	maybeCharged := ans.Outcome == store.OutcomeAccepted || ans.Outcome == store.OutcomeUnknown
-	if !maybeCharged || !overtaken && !(recordErr == nil && ans.Outcome == store.OutcomeUnknown) {
+	if !overtaken || !maybeCharged {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordWithin)
