@@ -94,6 +94,16 @@ func (w *workerProcess) placeOrder(ctx context.Context, orderID string) {
 		cli.Env{Getenv: getenv, Stdout: devNull{}, Stderr: devNull{}}))
 }
 
+// onTheWire waits until the order's one create is recorded SENDING (and
+// also holds, when given): sent, or about to be, and not answered.
+func onTheWire(t *testing.T, st *store.Store, orderID string, also func() bool, what string) {
+	t.Helper()
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		list, err := st.Attempts(context.Background(), orderID)
+		return err == nil && len(list) == 1 && list[0].State == "SENDING" && (also == nil || also())
+	}, what)
+}
+
 func kill(t *testing.T, cmd *exec.Cmd) {
 	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
 	_, _ = cmd.Process.Wait()
@@ -117,10 +127,7 @@ func TestWorkerKilledMidCreateFinishesWithOneCreate(t *testing.T) {
 	st := w.stockedStore(ctx)
 	w.placeOrder(ctx, "crash-1")
 
-	testenv.Eventually(t, 30*time.Second, func() bool {
-		list, err := st.Attempts(ctx, "crash-1")
-		return err == nil && len(list) == 1 && list[0].State == "SENDING"
-	}, "create on the wire")
+	onTheWire(t, st, "crash-1", nil, "create on the wire")
 	kill(t, first)
 	testenv.PatchFaults(t, sim, map[string]any{"latency": map[string]any{"min": 0, "max": 0}})
 
@@ -180,10 +187,7 @@ func TestWorkerKilledMidCreateThenCancelledLeavesNoCharge(t *testing.T) {
 	st := w.stockedStore(ctx)
 	orderID := testenv.ID("crash")
 	w.placeOrder(ctx, orderID)
-	testenv.Eventually(t, 30*time.Second, func() bool {
-		list, err := st.Attempts(ctx, orderID)
-		return err == nil && len(list) == 1 && list[0].State == "SENDING"
-	}, "create on the wire")
+	onTheWire(t, st, orderID, nil, "create on the wire")
 	testenv.Eventually(t, 10*time.Second, func() bool {
 		return sim.Stats().Orders[orderID].Successful == 1
 	}, "the gateway charged the create")

@@ -47,13 +47,9 @@ func TestOperatorCancelDuringARefusedLocalCreateEndsTheOrderOnce(t *testing.T) {
 		c.ReadTimeout, c.PollInitial, c.PollMax = 10*time.Second, time.Minute, time.Minute
 	})
 	setStock(t, s, 5)
-	ctx := context.Background()
 	const orderID = "lcre-0001"
 	placeOrder(t, s, orderID)
-	testenv.Eventually(t, 30*time.Second, func() bool {
-		list, err := s.Store.Attempts(ctx, orderID)
-		return err == nil && len(list) == 1 && list[0].State == "SENDING"
-	}, "create on the wire")
+	onTheWire(t, s.Store, orderID, nil, "create on the wire")
 	// The task has run for well under its 8 s heartbeat: the server holds
 	// the request until the task completes.
 	cancelARefusedCreate(t, s, orderID, 1)
@@ -184,10 +180,7 @@ func TestOperatorCancelWhileTheLocalCreateIsOnTheWireKeepsMoneyAndStockTogether(
 	ctx := context.Background()
 	const orderID = "lcre-0003"
 	placeOrder(t, s, orderID)
-	testenv.Eventually(t, 30*time.Second, func() bool {
-		list, err := s.Store.Attempts(ctx, orderID)
-		return err == nil && len(list) == 1 && list[0].State == "SENDING"
-	}, "create on the wire")
+	onTheWire(t, s.Store, orderID, nil, "create on the wire")
 	tc := temporalClient(t)
 	id := workflows.PaymentWorkflowID(orderID)
 	require.NoError(t, tc.CancelWorkflow(ctx, id, ""))

@@ -41,10 +41,8 @@ func gatewayHoldsCreates() simulator.Faults {
 func placeAndKillMidCreate(t *testing.T, w *workerProcess, first *exec.Cmd, st *store.Store, sim *simulator.Server, orderID string) {
 	t.Helper()
 	w.placeOrder(context.Background(), orderID)
-	testenv.Eventually(t, 30*time.Second, func() bool {
-		list, err := st.Attempts(context.Background(), orderID)
-		return err == nil && len(list) == 1 && list[0].State == "SENDING" && sim.Stats().Orders[orderID].CreateRequests == 1
-	}, "create on the wire, its transaction at the gateway")
+	onTheWire(t, st, orderID, func() bool { return sim.Stats().Orders[orderID].CreateRequests == 1 },
+		"create on the wire, its transaction at the gateway")
 	kill(t, first)
 }
 

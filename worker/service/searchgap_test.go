@@ -74,10 +74,7 @@ func TestStaleCreateAnsweredBetweenTheSearchAndCancelOrder(t *testing.T) {
 
 	orderID := testenv.ID("search-gap")
 	w.placeOrder(ctx, orderID)
-	testenv.Eventually(t, 30*time.Second, func() bool {
-		list, err := st.Attempts(ctx, orderID)
-		return err == nil && len(list) == 1 && list[0].State == "SENDING" && held.Load() == 1
-	}, "create SENDING, held on the wire")
+	onTheWire(t, st, orderID, func() bool { return held.Load() == 1 }, "create SENDING, held on the wire")
 	require.NoError(t, first.Process.Signal(syscall.SIGSTOP))
 	resumed := false
 	resume := func() {
