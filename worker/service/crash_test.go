@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -102,6 +103,17 @@ func onTheWire(t *testing.T, st *store.Store, orderID string, also func() bool, 
 		list, err := st.Attempts(context.Background(), orderID)
 		return err == nil && len(list) == 1 && list[0].State == "SENDING" && (also == nil || also())
 	}, what)
+}
+
+// stop freezes the process (SIGSTOP: a paused VM or container) until
+// resume, which the test's cleanup also calls, at most once: a frozen
+// worker's open transaction holds locks other cleanups wait on.
+func stop(t *testing.T, cmd *exec.Cmd) (resume func()) {
+	require.NoError(t, cmd.Process.Signal(syscall.SIGSTOP))
+	var once sync.Once
+	resume = func() { once.Do(func() { _ = cmd.Process.Signal(syscall.SIGCONT) }) }
+	t.Cleanup(resume)
+	return resume
 }
 
 func kill(t *testing.T, cmd *exec.Cmd) {

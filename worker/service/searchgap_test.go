@@ -7,7 +7,6 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -75,15 +74,7 @@ func TestStaleCreateAnsweredBetweenTheSearchAndCancelOrder(t *testing.T) {
 	orderID := testenv.ID("search-gap")
 	w.placeOrder(ctx, orderID)
 	onTheWire(t, st, orderID, func() bool { return held.Load() == 1 }, "create SENDING, held on the wire")
-	require.NoError(t, first.Process.Signal(syscall.SIGSTOP))
-	resumed := false
-	resume := func() {
-		if !resumed {
-			resumed = true
-			_ = first.Process.Signal(syscall.SIGCONT)
-		}
-	}
-	t.Cleanup(resume)
+	resume := stop(t, first)
 
 	// The database refuses the compensation's release of the stock for a while.
 	heal := testenv.FailFirst(t, st.Pool(), 1000000, "UPDATE", "reservations", "NEW.state = 'RELEASED'")

@@ -2,7 +2,6 @@ package service_test
 
 import (
 	"context"
-	"syscall"
 	"testing"
 	"time"
 
@@ -45,15 +44,7 @@ func TestWorkerStalledMidCreateThenCancelledLeavesNoCharge(t *testing.T) {
 	orderID := testenv.ID("stall")
 	w.placeOrder(ctx, orderID)
 	testenv.WaitLockWaiters(t, st.Pool(), 1, "advisory", "the first worker's BeginAttempt")
-	require.NoError(t, first.Process.Signal(syscall.SIGSTOP))
-	resumed := false
-	resume := func() {
-		if !resumed {
-			resumed = true
-			_ = first.Process.Signal(syscall.SIGCONT)
-		}
-	}
-	t.Cleanup(resume) // before release's cleanup: DROP TRIGGER waits for the frozen transaction
+	resume := stop(t, first) // registered after release's cleanup, so it runs first: DROP TRIGGER waits for the frozen transaction
 
 	tc := testenv.Temporal(t)
 	id := workflows.PaymentWorkflowID(orderID)
