@@ -174,6 +174,28 @@ func TestCompensationThatFindsAnUnseenCreateSearchesTheGateway(t *testing.T) {
 	assert.Equal(t, status.PaymentRefunded, st.PaymentStatus)
 }
 
+// CancelOrder refused past maxCancelSearches (which only a bug could do):
+// the compensation keeps searching, spaced out, and ends the order
+// CANCELLED; the workflow never fails with the stock held.
+func TestCompensationRefusedManyTimesKeepsSearchingAndEnds(t *testing.T) {
+	r := newRun(t)
+	r.reserveFinds(store.Order{OrderID: order.OrderID, Status: status.OrderRequesting}, false)
+	refused := temporal.NewNonRetryableApplicationError("a create of the order may have reached the gateway",
+		activities.ErrGatewayNotSearched, nil)
+	for range 13 {
+		r.cancelOrderFirst = append(r.cancelOrderFirst, refused)
+	}
+	r.cancelsSucceed(0)
+	r.env.ExecuteWorkflow(workflows.PaymentWorkflowName, order)
+	require.True(t, r.env.IsWorkflowCompleted())
+	var canceled *temporal.CanceledError
+	require.ErrorAs(t, r.env.GetWorkflowError(), &canceled, "ended cancelled, not failed")
+	assert.Len(t, r.cancels, 13, "a search after each refusal")
+	require.Len(t, r.orderEnd, 14)
+	assert.GreaterOrEqual(t, r.endedAt[13].Sub(r.endedAt[10]), 3*time.Minute, "the searches past the tenth a minute apart")
+	assert.Equal(t, status.OrderCancelled, r.queryState(t).Status)
+}
+
 // Two transactions found by order id, one FAILED and one still PENDING: the
 // order waits for the pending one instead of failing on the other.
 func TestAFailedTransactionDoesNotDecideWhileAnotherIsPending(t *testing.T) {

@@ -95,10 +95,13 @@ func (p *payment) compensate(ctx workflow.Context, cause string) (State, error) 
 	err = cancelOrder()
 	// Refused: the database knows of a create the search may have missed
 	// (none was made, or a create was answered after it). Each create is
-	// answered once, so the searches end; the bound is against a bug.
+	// answered once, so the searches end. Past maxCancelSearches (a bug)
+	// they go on a minute apart: the workflow never fails with the stock
+	// reserved, and the gateway is not hammered.
 	for tries := 1; isType(err, activities.ErrGatewayNotSearched); tries++ {
 		if tries > maxCancelSearches {
-			return p.state, fmt.Errorf("compensation refused after %d searches of the gateway: %w", maxCancelSearches, err)
+			p.log.Error("compensation still refused after many searches of the gateway; searching again in a minute", "searches", tries-1, "error", err)
+			_ = workflow.Sleep(dctx, time.Minute)
 		}
 		p.log.Warn("a create this run did not see may have reached the gateway; searching it before cancelling", "error", err)
 		p.maybeAtGateway = true
@@ -131,8 +134,8 @@ func (p *payment) compensate(ctx workflow.Context, cause string) (State, error) 
 	return p.state, nil
 }
 
-// maxCancelSearches bounds compensate's searches of the gateway after
-// CancelOrder's refusals.
+// maxCancelSearches is how many searches of the gateway compensate makes
+// back to back after CancelOrder's refusals before it spaces them out.
 const maxCancelSearches = 10
 
 // cancelPayments is compensation's gateway half: it cancels the
