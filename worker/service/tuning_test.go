@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/worker"
 )
 
 func TestCapacityKnobsDefaultsAndThePoolSize(t *testing.T) {
@@ -17,6 +18,10 @@ func TestCapacityKnobsDefaultsAndThePoolSize(t *testing.T) {
 	assert.Equal(t, DefaultStickyCacheSize, c.StickyCacheSize, "the sticky cache is payguard's own size, not the SDK's 10 000")
 	assert.False(t, c.Pprof)
 	assert.Equal(t, c.DatabaseURL, c.databaseURL(), "no pool size: the URL as given")
+	opts := c.workerOptions()
+	assert.Equal(t, worker.NewPollerBehaviorAutoscaling(worker.PollerBehaviorAutoscalingOptions{}), opts.WorkflowTaskPollerBehavior,
+		"workflow task pollers autoscale: a fixed set can leave the order queue with none (workerOptions)")
+	assert.Zero(t, opts.MaxConcurrentWorkflowTaskPollers, "the SDK refuses a poller count beside a poller behaviour")
 
 	c, err = ParseFlags([]string{"--db-max-conns", "24", "--task-pollers", "4", "--sticky-cache-size", "500", "--pprof"}, getenv, io.Discard)
 	require.NoError(t, err)
@@ -24,7 +29,8 @@ func TestCapacityKnobsDefaultsAndThePoolSize(t *testing.T) {
 	require.NoError(t, err)
 	assert.EqualValues(t, 24, pc.MaxConns, "pgx reads the pool size from the URL")
 	assert.Equal(t, "payguard", pc.ConnConfig.Database, "the rest of the URL is kept")
-	opts := c.workerOptions()
+	opts = c.workerOptions()
+	assert.Nil(t, opts.WorkflowTaskPollerBehavior, "a fixed number asked for is a fixed number")
 	assert.Equal(t, 4, opts.MaxConcurrentWorkflowTaskPollers)
 	assert.Equal(t, 4, opts.MaxConcurrentActivityTaskPollers)
 	assert.True(t, c.Pprof)
