@@ -123,3 +123,37 @@ func TestRatioIsAgainstTheBaselinesMean(t *testing.T) {
 	assert.Equal(t, 48.0, r.BaselinePerSecond)
 	assert.Equal(t, 0.92, r.Ratio)
 }
+
+// A step not sustained (200 orders in one second is five times what this
+// 2-core machine confirms in a second) leaves the dev server slower; the
+// next timed phase, here the refining step, runs on it restarted. The
+// restart must leave a stack that works: the refining step's orders all
+// launched, counted and none ended wrongly.
+func TestAStepNotSustainedRestartsTheDevServerBeforeTheNextPhase(t *testing.T) {
+	testenv.NeedsServices(t, "the dev server, PostgreSQL, pgsim and worker binaries")
+	bin := t.TempDir()
+	for _, pkg := range []string{"./pgsim", "./worker"} {
+		require.NoError(t, os.Rename(testenv.BuildBinary(t, pkg), filepath.Join(bin, filepath.Base(pkg))))
+	}
+	out := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var stdout bytes.Buffer
+	err := Run(ctx, []string{"--phases", "rates", "--rates", "2,200", "--step", "1s", "--refine", "1", "--bin", bin, "--out", out}, &stdout)
+	require.NoError(t, err, stdout.String())
+	raw, err := os.ReadFile(filepath.Join(out, "report.json"))
+	require.NoError(t, err)
+	var r Report
+	require.NoError(t, json.Unmarshal(raw, &r))
+	require.Len(t, r.Steps, 3, "2/s, 200/s and one refining step: %s", stdout.String())
+	require.False(t, r.Steps[2].Sustained, "200 orders in a second were sustained: this machine is faster than the test assumes")
+	assert.Equal(t, 1, r.Restarts, "one restart, before the refining step: %s", stdout.String())
+	assert.Contains(t, stdout.String(), "restarting the dev server after a step not sustained, before the 101/s step")
+	refined := r.Steps[1] // by rate: 2, 101, 200
+	require.Equal(t, 101.0, refined.Offered)
+	assert.Equal(t, 101, refined.Launched)
+	assert.Zero(t, refined.Final["FAILED"]+refined.Final["CANCELLED"]+refined.Final["REJECTED"]+refined.Final["NOT_STARTED"],
+		"the restarted server took every order: %v", refined.Final)
+	assert.Positive(t, refined.Final["CONFIRMED"], "orders were confirmed after the restart")
+	assert.Positive(t, refined.CPU.Server, "the restarted server's CPU is measured")
+}

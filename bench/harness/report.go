@@ -20,9 +20,12 @@ type Report struct {
 	Eager      bool     `json:"eager"`
 	// QuietWaitSec is how long the bench waited for the dev server to go
 	// quiet after the baseline, before payguard's steps (quiet.go).
-	QuietWaitSec float64   `json:"quietWaitSeconds"`
-	Baseline     *Baseline `json:"baseline,omitempty"`
-	Steps        []Step    `json:"steps,omitempty"`
+	QuietWaitSec float64 `json:"quietWaitSeconds"`
+	// Restarts counts the dev server's restarts before a timed phase that
+	// followed a step not sustained (run.go).
+	Restarts int       `json:"devServerRestarts"`
+	Baseline *Baseline `json:"baseline,omitempty"`
+	Steps    []Step    `json:"steps,omitempty"`
 	// BaselineAfter is the baseline run again after the steps, when both
 	// phases ran: the two bracket payguard's steps.
 	BaselineAfter *Baseline `json:"baselineAfter,omitempty"`
@@ -110,7 +113,11 @@ func (r Report) Table() string {
 	}
 	baseline(" again", r.BaselineAfter)
 	if len(r.Steps) > 0 {
-		fmt.Fprintf(w, "  payguard sustained\t%.1f orders/s\tevery order CONFIRMED, p99 < %s\n", r.Sustained, sustainP99)
+		restarts := ""
+		if r.Restarts > 0 {
+			restarts = fmt.Sprintf("; dev server restarted %d× after steps not sustained", r.Restarts)
+		}
+		fmt.Fprintf(w, "  payguard sustained\t%.1f orders/s\tevery order CONFIRMED, p99 < %s%s\n", r.Sustained, sustainP99, restarts)
 	}
 	if r.Baseline != nil && len(r.Steps) > 0 {
 		against := "the baseline"

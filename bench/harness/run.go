@@ -197,17 +197,36 @@ func run(ctx context.Context, o Options, stdout io.Writer) error {
 			return err
 		}
 	}
+	// A step not sustained overloads the dev server (its one SQLite
+	// connection), and the server stays slower after that step's backlog
+	// is done, which the next phase would pay for (design §11): the next
+	// timed phase starts on the server restarted (same file, port and
+	// flags) and payguard's path warmed up again.
+	overloaded := false
 	// settle waits for the dev server to go quiet before the next timed
 	// phase (quiet.go), and says so when it did not.
-	settle := func(before string) time.Duration {
+	settle := func(before string) (time.Duration, error) {
+		if overloaded {
+			overloaded = false
+			say("restarting the dev server after a step not sustained, before %s...", before)
+			if err := st.Temporal.Restart(ctx); err != nil {
+				return 0, fmt.Errorf("restart the dev server: %w", err)
+			}
+			rep.Restarts++
+			runStep(ctx, st.Client, 5, time.Second, nil)
+		}
 		waited, quiet := waitQuiet(ctx, st.Temporal.CPUTime)
 		if !quiet {
 			say("the dev server was not quiet after %s, before %s; timing it anyway", waited.Round(time.Second), before)
 		}
-		return waited
+		return waited, nil
 	}
 	if o.has("rates") {
-		rep.QuietWaitSec = round2(settle("payguard's steps").Seconds())
+		waited, err := settle("payguard's steps")
+		if err != nil {
+			return err
+		}
+		rep.QuietWaitSec = round2(waited.Seconds())
 	}
 
 	var confirmed, lookupOrder string
@@ -231,6 +250,7 @@ func run(ctx context.Context, o Options, stdout io.Writer) error {
 				say("profile at %g/s: %v", rate, err)
 			}
 			rep.Steps = append(rep.Steps, step)
+			overloaded = overloaded || !step.Sustained
 			say("payguard %5.1f/s offered: %5.1f confirmed/s, p50 %.0f ms, p99 %.0f ms %s", rate, step.Throughput,
 				step.Latency.P50, step.Latency.P99, verdict(step))
 			for _, s := range sum.Orders {
@@ -265,7 +285,9 @@ func run(ctx context.Context, o Options, stdout io.Writer) error {
 			if !ok {
 				break
 			}
-			settle(fmt.Sprintf("the %g/s step", mid))
+			if _, err := settle(fmt.Sprintf("the %g/s step", mid)); err != nil {
+				return err
+			}
 			if runRate(mid).Sustained {
 				lo = mid
 			} else {
@@ -278,7 +300,9 @@ func run(ctx context.Context, o Options, stdout io.Writer) error {
 	// of an hour here): a second baseline after the steps brackets them,
 	// and the ratio is taken against the two baselines' mean.
 	if o.has("baseline") && o.has("rates") {
-		settle("the second baseline")
+		if _, err := settle("the second baseline"); err != nil {
+			return err
+		}
 		if rep.BaselineAfter, err = baseline("after"); err != nil {
 			return err
 		}
