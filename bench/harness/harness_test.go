@@ -20,22 +20,7 @@ import (
 // PostgreSQL, pgsim and worker processes), so the harness cannot rot. It
 // checks what the run counted and wrote, never how fast anything was.
 func TestQuickBenchRunsEveryPhaseOnTheRealStack(t *testing.T) {
-	testenv.NeedsServices(t, "the dev server, PostgreSQL, pgsim and worker binaries")
-	bin := t.TempDir()
-	for _, pkg := range []string{"./pgsim", "./worker"} {
-		require.NoError(t, os.Rename(testenv.BuildBinary(t, pkg), filepath.Join(bin, filepath.Base(pkg))))
-	}
-	out := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	var stdout bytes.Buffer
-	err := Run(ctx, []string{"--quick", "--bin", bin, "--out", out, "--label", "test"}, &stdout)
-	require.NoError(t, err, stdout.String())
-
-	raw, err := os.ReadFile(filepath.Join(out, "report.json"))
-	require.NoError(t, err)
-	var r Report
-	require.NoError(t, json.Unmarshal(raw, &r))
+	r, out, stdout := runOnTheRealStack(t, "--quick", "--label", "test")
 	require.NotNil(t, r.Baseline)
 	assert.Positive(t, r.Baseline.Completed)
 	assert.Zero(t, r.Baseline.Errors, r.Baseline.FirstError)
@@ -130,21 +115,7 @@ func TestRatioIsAgainstTheBaselinesMean(t *testing.T) {
 // restart must leave a stack that works: the refining step's orders all
 // launched, counted and none ended wrongly.
 func TestAStepNotSustainedRestartsTheDevServerBeforeTheNextPhase(t *testing.T) {
-	testenv.NeedsServices(t, "the dev server, PostgreSQL, pgsim and worker binaries")
-	bin := t.TempDir()
-	for _, pkg := range []string{"./pgsim", "./worker"} {
-		require.NoError(t, os.Rename(testenv.BuildBinary(t, pkg), filepath.Join(bin, filepath.Base(pkg))))
-	}
-	out := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	var stdout bytes.Buffer
-	err := Run(ctx, []string{"--phases", "rates", "--rates", "2,200", "--step", "1s", "--refine", "1", "--bin", bin, "--out", out}, &stdout)
-	require.NoError(t, err, stdout.String())
-	raw, err := os.ReadFile(filepath.Join(out, "report.json"))
-	require.NoError(t, err)
-	var r Report
-	require.NoError(t, json.Unmarshal(raw, &r))
+	r, _, stdout := runOnTheRealStack(t, "--phases", "rates", "--rates", "2,200", "--step", "1s", "--refine", "1")
 	require.Len(t, r.Steps, 3, "2/s, 200/s and one refining step: %s", stdout.String())
 	require.False(t, r.Steps[2].Sustained, "200 orders in a second were sustained: this machine is faster than the test assumes")
 	assert.Equal(t, 1, r.Restarts, "one restart, before the refining step: %s", stdout.String())
@@ -156,4 +127,27 @@ func TestAStepNotSustainedRestartsTheDevServerBeforeTheNextPhase(t *testing.T) {
 		"the restarted server took every order: %v", refined.Final)
 	assert.Positive(t, refined.Final["CONFIRMED"], "orders were confirmed after the restart")
 	assert.Positive(t, refined.CPU.Server, "the restarted server's CPU is measured")
+}
+
+// runOnTheRealStack runs the bench with args against freshly built pgsim
+// and worker binaries, and returns its report, its output directory and
+// what it printed.
+func runOnTheRealStack(t *testing.T, args ...string) (Report, string, *bytes.Buffer) {
+	t.Helper()
+	testenv.NeedsServices(t, "the dev server, PostgreSQL, pgsim and worker binaries")
+	bin := t.TempDir()
+	for _, pkg := range []string{"./pgsim", "./worker"} {
+		require.NoError(t, os.Rename(testenv.BuildBinary(t, pkg), filepath.Join(bin, filepath.Base(pkg))))
+	}
+	out := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var stdout bytes.Buffer
+	err := Run(ctx, append(args, "--bin", bin, "--out", out), &stdout)
+	require.NoError(t, err, stdout.String())
+	raw, err := os.ReadFile(filepath.Join(out, "report.json"))
+	require.NoError(t, err)
+	var r Report
+	require.NoError(t, json.Unmarshal(raw, &r))
+	return r, out, &stdout
 }
