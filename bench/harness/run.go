@@ -207,6 +207,9 @@ func run(ctx context.Context, o Options, stdout io.Writer) error {
 	// phase (quiet.go), and says so when it did not.
 	settle := func(before string) (time.Duration, error) {
 		if overloaded {
+			// The failed step's orders still running end on the server
+			// that took them, before it is stopped.
+			waitQuiet(ctx, st.Temporal.CPUTime)
 			overloaded = false
 			say("restarting the dev server after a step not sustained, before %s...", before)
 			if err := st.Temporal.Restart(ctx); err != nil {

@@ -59,9 +59,7 @@ func TestStaleCreateAnsweredBetweenTheSearchAndCancelOrder(t *testing.T) {
 
 	dbURL := testenv.NewDatabase(t)
 	w := newWorkerProcess(t, sim, dbURL, "--read-timeout", "300s", "--poll-initial", "1m", "--poll-max", "1m", "--reconcile-interval", "0",
-		// A fleet lease held by the stopped worker would hold up the second's
-		// start; each open poll it left takes a task that times out (stall_test).
-		"--breaker-scope", "process", "--task-pollers", "2")
+		"--breaker-scope", "process") // a fleet lease held by the stopped worker would hold up the second's start
 	second := w.sibling()
 	env := map[string]string{}
 	for k, v := range w.env {

@@ -33,11 +33,9 @@ func TestWorkerStalledMidCreateThenCancelledLeavesNoCharge(t *testing.T) {
 	// A read timeout long enough that the stalled create's deadline has not
 	// passed when it resumes: it is sent. Each worker keeps its own breakers:
 	// a fleet breaker's lease, held by the frozen worker, would hold the
-	// second's start for the lease's length. Each keeps two fixed pollers:
-	// every poll the frozen worker left open at the server takes one task
-	// that then times out (10 s), and autoscaled pollers leave five or more.
+	// second's start for the lease's length.
 	w := newWorkerProcess(t, sim, dbURL, "--read-timeout", "40s", "--poll-initial", "1m", "--poll-max", "1m",
-		"--breaker-scope", "process", "--task-pollers", "2")
+		"--breaker-scope", "process")
 	first := w.start()
 
 	ctx := context.Background()

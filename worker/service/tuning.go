@@ -25,7 +25,7 @@ const DefaultStickyCacheSize = 1000
 func registerTuning(fs *flag.FlagSet, c *Config) {
 	fs.IntVar(&c.DBMaxConns, "db-max-conns", 0, "PostgreSQL pool size (0: pgx's default, max(4, CPUs))")
 	fs.IntVar(&c.StickyCacheSize, "sticky-cache-size", DefaultStickyCacheSize, "workflows kept in memory between tasks (0: the SDK's 10000); an evicted one replays its history on its next poll or callback")
-	fs.IntVar(&c.TaskPollers, "task-pollers", 0, "concurrent workflow and activity task pollers, each (0: workflow task pollers scale with the load, always one on the order queue; the SDK's 2 activity pollers)")
+	fs.IntVar(&c.TaskPollers, "task-pollers", 0, "workflow task pollers on each of the order queue and the worker's sticky queue, scaled between 1 and N by the server's hints, and N activity task pollers (0: one on each queue; the SDK's 2 activity pollers)")
 }
 
 // databaseURL is DatabaseURL with the pool size, when one is set, in pgx's
@@ -55,19 +55,22 @@ func (c Config) newWorker(cl client.Client) worker.Worker {
 
 // workerOptions are the SDK worker's options.
 //
-// By default the workflow task pollers are the SDK's autoscaling ones. A
-// fixed number of them (the SDK's default, or --task-pollers N) all turn to
-// the worker's sticky queue whenever its last answer there said tasks were
-// waiting, and stay there until one comes back empty, a minute's long poll
-// when no task comes: no poller is then on the order queue, where every new
-// order's first task waits. `make bench` saw it after a burst: a minute in
-// which no order started (design §11). The autoscaling balancer always
-// keeps one poll on the order queue.
+// The workflow task pollers are the SDK's autoscaling ones: a pool on the
+// order queue and one on the worker's sticky queue, each of 1 to
+// --task-pollers polls (one by default). The SDK's fixed pollers share one
+// pool between the two queues and send every poll to the sticky queue
+// while its last answer there said tasks were waiting — a stale hint keeps
+// them there until a poll comes back empty, the server's minute-long poll
+// when no task comes, with no poll on the order queue, where every new
+// order's first task waits. `make bench` saw a minute in which no order
+// started (design §11). The cap is small because a worker frozen (SIGSTOP,
+// a paused VM) leaves its open polls at the server, and each takes a task
+// that then waits out its 10 s timeout: the SDK's own cap of 100 polls a
+// queue let one frozen worker hold an order back for over a minute.
 func (c Config) workerOptions() worker.Options {
-	o := worker.Options{WorkerStopTimeout: c.ShutdownTimeout,
-		MaxConcurrentWorkflowTaskPollers: c.TaskPollers, MaxConcurrentActivityTaskPollers: c.TaskPollers}
-	if c.TaskPollers == 0 {
-		o.WorkflowTaskPollerBehavior = worker.NewPollerBehaviorAutoscaling(worker.PollerBehaviorAutoscalingOptions{})
-	}
-	return o
+	perQueue := max(c.TaskPollers, 1)
+	return worker.Options{WorkerStopTimeout: c.ShutdownTimeout,
+		WorkflowTaskPollerBehavior: worker.NewPollerBehaviorAutoscaling(worker.PollerBehaviorAutoscalingOptions{
+			InitialNumberOfPollers: perQueue, MinimumNumberOfPollers: 1, MaximumNumberOfPollers: perQueue}),
+		MaxConcurrentActivityTaskPollers: c.TaskPollers}
 }

@@ -19,9 +19,11 @@ func TestCapacityKnobsDefaultsAndThePoolSize(t *testing.T) {
 	assert.False(t, c.Pprof)
 	assert.Equal(t, c.DatabaseURL, c.databaseURL(), "no pool size: the URL as given")
 	opts := c.workerOptions()
-	assert.Equal(t, worker.NewPollerBehaviorAutoscaling(worker.PollerBehaviorAutoscalingOptions{}), opts.WorkflowTaskPollerBehavior,
-		"workflow task pollers autoscale: a fixed set can leave the order queue with none (workerOptions)")
+	assert.Equal(t, worker.NewPollerBehaviorAutoscaling(worker.PollerBehaviorAutoscalingOptions{
+		InitialNumberOfPollers: 1, MinimumNumberOfPollers: 1, MaximumNumberOfPollers: 1}), opts.WorkflowTaskPollerBehavior,
+		"one workflow task poller on each queue, in pools of their own: fixed pollers can leave the order queue with none (workerOptions)")
 	assert.Zero(t, opts.MaxConcurrentWorkflowTaskPollers, "the SDK refuses a poller count beside a poller behaviour")
+	assert.Zero(t, opts.MaxConcurrentActivityTaskPollers, "the SDK's activity pollers")
 
 	c, err = ParseFlags([]string{"--db-max-conns", "24", "--task-pollers", "4", "--sticky-cache-size", "500", "--pprof"}, getenv, io.Discard)
 	require.NoError(t, err)
@@ -30,8 +32,9 @@ func TestCapacityKnobsDefaultsAndThePoolSize(t *testing.T) {
 	assert.EqualValues(t, 24, pc.MaxConns, "pgx reads the pool size from the URL")
 	assert.Equal(t, "payguard", pc.ConnConfig.Database, "the rest of the URL is kept")
 	opts = c.workerOptions()
-	assert.Nil(t, opts.WorkflowTaskPollerBehavior, "a fixed number asked for is a fixed number")
-	assert.Equal(t, 4, opts.MaxConcurrentWorkflowTaskPollers)
+	assert.Equal(t, worker.NewPollerBehaviorAutoscaling(worker.PollerBehaviorAutoscalingOptions{
+		InitialNumberOfPollers: 4, MinimumNumberOfPollers: 1, MaximumNumberOfPollers: 4}), opts.WorkflowTaskPollerBehavior,
+		"up to 4 on each queue")
 	assert.Equal(t, 4, opts.MaxConcurrentActivityTaskPollers)
 	assert.True(t, c.Pprof)
 
