@@ -83,7 +83,13 @@ func BlockWrites(t testing.TB, pool *pgxpool.Pool, event, table string) (release
 // provably blocked where the test holds the lock.
 func WaitLockWaiters(t testing.TB, pool *pgxpool.Pool, n int, waitEvent, what string) {
 	t.Helper()
-	Eventually(t, 30*time.Second, func() bool {
+	WaitLockWaitersWithin(t, pool, n, waitEvent, what, 30*time.Second)
+}
+
+// WaitLockWaitersWithin is WaitLockWaiters with a deadline of its own.
+func WaitLockWaitersWithin(t testing.TB, pool *pgxpool.Pool, n int, waitEvent, what string, d time.Duration) {
+	t.Helper()
+	Eventually(t, d, func() bool {
 		var waiting int
 		err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
 			WHERE datname = current_database() AND wait_event_type = 'Lock' AND ($1 = '' OR wait_event = $1)`, waitEvent).Scan(&waiting)

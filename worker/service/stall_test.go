@@ -31,10 +31,10 @@ func TestWorkerStalledMidCreateThenCancelledLeavesNoCharge(t *testing.T) {
 	sim := testenv.Pgsim(t, f)
 	dbURL := testenv.NewDatabase(t)
 	// A read timeout long enough that the stalled create's deadline has not
-	// passed when it resumes: it is sent. Each worker keeps its own breakers:
+	// passed when it resumes (after the second run's wait below): it is sent. Each worker keeps its own breakers:
 	// a fleet breaker's lease, held by the frozen worker, would hold the
 	// second's start for the lease's length.
-	w := newWorkerProcess(t, sim, dbURL, "--read-timeout", "40s", "--poll-initial", "1m", "--poll-max", "1m",
+	w := newWorkerProcess(t, sim, dbURL, "--read-timeout", "60s", "--poll-initial", "1m", "--poll-max", "1m",
 		"--breaker-scope", "process")
 	first := w.start()
 
@@ -51,8 +51,10 @@ func TestWorkerStalledMidCreateThenCancelledLeavesNoCharge(t *testing.T) {
 	require.NoError(t, tc.CancelWorkflow(ctx, id, ""))
 	w.sibling().start()
 	// The second run is held on the order's row lock (its Reserve, or its
-	// compensation's CancelOrder) behind the frozen transaction.
-	testenv.WaitLockWaiters(t, st.Pool(), 2, "", "the second run behind the first's row lock")
+	// compensation's CancelOrder) behind the frozen transaction. It comes
+	// late: each poll the frozen worker left open on the order queue (two)
+	// takes the task first, which then waits out its 10 s timeout.
+	testenv.WaitLockWaitersWithin(t, st.Pool(), 2, "", "the second run behind the first's row lock", 50*time.Second)
 	resume()
 	release()
 

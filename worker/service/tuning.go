@@ -2,6 +2,7 @@ package service
 
 import (
 	"flag"
+	"fmt"
 	"net/url"
 	"strconv"
 
@@ -22,10 +23,18 @@ import (
 // stayed at ~121 MB from 2500 to 4000 waiting orders.
 const DefaultStickyCacheSize = 1000
 
+// DefaultWorkflowPollsPerQueue is how many workflow task polls the worker
+// keeps open on each of its two queues (workerOptions). One a queue fell
+// behind at 30 orders/s on a 2-core machine (a single poll at a time must
+// fetch every order's first task, one server round trip each, the
+// slowest step under load); the SDK's own cap of 100 lets a frozen worker
+// hold a task per open poll.
+const DefaultWorkflowPollsPerQueue = 2
+
 func registerTuning(fs *flag.FlagSet, c *Config) {
 	fs.IntVar(&c.DBMaxConns, "db-max-conns", 0, "PostgreSQL pool size (0: pgx's default, max(4, CPUs))")
 	fs.IntVar(&c.StickyCacheSize, "sticky-cache-size", DefaultStickyCacheSize, "workflows kept in memory between tasks (0: the SDK's 10000); an evicted one replays its history on its next poll or callback")
-	fs.IntVar(&c.TaskPollers, "task-pollers", 0, "workflow task pollers on each of the order queue and the worker's sticky queue, scaled between 1 and N by the server's hints, and N activity task pollers (0: one on each queue; the SDK's 2 activity pollers)")
+	fs.IntVar(&c.TaskPollers, "task-pollers", 0, fmt.Sprintf("workflow task polls at most on each of the order queue and the worker's sticky queue, scaled between 1 and N by the server's hints, and N activity task pollers (0: %d on each queue; the SDK's 2 activity pollers)", DefaultWorkflowPollsPerQueue))
 }
 
 // databaseURL is DatabaseURL with the pool size, when one is set, in pgx's
@@ -57,7 +66,7 @@ func (c Config) newWorker(cl client.Client) worker.Worker {
 //
 // The workflow task pollers are the SDK's autoscaling ones: a pool on the
 // order queue and one on the worker's sticky queue, each of 1 to
-// --task-pollers polls (one by default). The SDK's fixed pollers share one
+// --task-pollers polls (DefaultWorkflowPollsPerQueue). The SDK's fixed pollers share one
 // pool between the two queues and send every poll to the sticky queue
 // while its last answer there said tasks were waiting — a stale hint keeps
 // them there until a poll comes back empty, the server's minute-long poll
@@ -68,7 +77,10 @@ func (c Config) newWorker(cl client.Client) worker.Worker {
 // that then waits out its 10 s timeout: the SDK's own cap of 100 polls a
 // queue let one frozen worker hold an order back for over a minute.
 func (c Config) workerOptions() worker.Options {
-	perQueue := max(c.TaskPollers, 1)
+	perQueue := c.TaskPollers
+	if perQueue == 0 {
+		perQueue = DefaultWorkflowPollsPerQueue
+	}
 	return worker.Options{WorkerStopTimeout: c.ShutdownTimeout,
 		WorkflowTaskPollerBehavior: worker.NewPollerBehaviorAutoscaling(worker.PollerBehaviorAutoscalingOptions{
 			InitialNumberOfPollers: perQueue, MinimumNumberOfPollers: 1, MaximumNumberOfPollers: perQueue}),

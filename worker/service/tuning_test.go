@@ -20,8 +20,8 @@ func TestCapacityKnobsDefaultsAndThePoolSize(t *testing.T) {
 	assert.Equal(t, c.DatabaseURL, c.databaseURL(), "no pool size: the URL as given")
 	opts := c.workerOptions()
 	assert.Equal(t, worker.NewPollerBehaviorAutoscaling(worker.PollerBehaviorAutoscalingOptions{
-		InitialNumberOfPollers: 1, MinimumNumberOfPollers: 1, MaximumNumberOfPollers: 1}), opts.WorkflowTaskPollerBehavior,
-		"one workflow task poller on each queue, in pools of their own: fixed pollers can leave the order queue with none (workerOptions)")
+		InitialNumberOfPollers: 2, MinimumNumberOfPollers: 1, MaximumNumberOfPollers: 2}), opts.WorkflowTaskPollerBehavior,
+		"two workflow task polls at most on each queue, in pools of their own: fixed pollers can leave the order queue with none (workerOptions)")
 	assert.Zero(t, opts.MaxConcurrentWorkflowTaskPollers, "the SDK refuses a poller count beside a poller behaviour")
 	assert.Zero(t, opts.MaxConcurrentActivityTaskPollers, "the SDK's activity pollers")
 
