@@ -139,7 +139,11 @@ func TestWorkerKilledMidCreateFinishesWithOneCreate(t *testing.T) {
 	st := w.stockedStore(ctx)
 	w.placeOrder(ctx, "crash-1")
 
-	onTheWire(t, st, "crash-1", nil, "create on the wire")
+	// At the gateway, not only recorded SENDING: killed between the two,
+	// the create never left, the gateway knows nothing, and the re-send
+	// the workflow then grants is the order's one create (a CI run did so).
+	onTheWire(t, st, "crash-1", func() bool { return sim.Stats().Orders["crash-1"].CreateRequests == 1 },
+		"create on the wire, held at the gateway")
 	kill(t, first)
 	testenv.PatchFaults(t, sim, map[string]any{"latency": map[string]any{"min": 0, "max": 0}})
 
