@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/payguard/payguard/codec"
@@ -213,16 +214,32 @@ func TestWorkerKilledMidCreateThenCancelledLeavesNoCharge(t *testing.T) {
 	id := workflows.PaymentWorkflowID(orderID)
 	require.NoError(t, tc.CancelWorkflow(ctx, id, ""))
 	w.start()
-	waitCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	runErr := tc.GetWorkflow(waitCtx, id, "").Get(waitCtx, nil)
-	require.NoError(t, waitCtx.Err(), "workflow still running")
-	t.Logf("workflow ended: %v", runErr)
-
+	runErr := workflowEnd(t, tc, id, 60*time.Second)
 	o, err := st.GetOrder(ctx, orderID)
 	require.NoError(t, err)
-	gw := sim.Stats().Orders[orderID]
-	stock, err := st.GetStock(ctx, "P1")
+	requireOneCreateMatched(t, st, sim, o, runErr)
+}
+
+// workflowEnd waits up to d for the workflow id to end and returns how it
+// ended; the test fails when it is still running.
+func workflowEnd(t *testing.T, tc client.Client, id string, d time.Duration) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	runErr := tc.GetWorkflow(ctx, id, "").Get(ctx, nil)
+	require.NoError(t, ctx.Err(), "workflow still running")
+	t.Logf("workflow ended: %v", runErr)
+	return runErr
+}
+
+// requireOneCreateMatched judges an order a killed or frozen worker left
+// behind, after an operator's cancel: one create reached the gateway, the
+// order ended CONFIRMED with its charge and the stock sold, or CANCELLED
+// with no charge and the stock back, and the workflow did not fail.
+func requireOneCreateMatched(t *testing.T, st *store.Store, sim *simulator.Server, o store.Order, runErr error) {
+	t.Helper()
+	gw := sim.Stats().Orders[o.OrderID]
+	stock, err := st.GetStock(context.Background(), "P1")
 	require.NoError(t, err)
 	t.Logf("order %s payment %s reservation %s; gateway %+v; stock %+v", o.Status, o.PaymentStatus, o.Reservation, gw, stock)
 	assert.Equal(t, 1, gw.CreateRequests, "one create")

@@ -109,11 +109,7 @@ func TestStaleCreateAnsweredBetweenTheSearchAndCancelOrder(t *testing.T) {
 	heal()
 	healed = true
 
-	waitCtx, cancel := context.WithTimeout(ctx, 150*time.Second)
-	defer cancel()
-	runErr := tc.GetWorkflow(waitCtx, id, "").Get(waitCtx, nil)
-	require.NoError(t, waitCtx.Err(), "workflow still running")
-	t.Logf("workflow ended: %v", runErr)
+	workflowEnd(t, tc, id, 150*time.Second)
 	// Give a sender's undo (if any) time to land.
 	testenv.Eventually(t, 30*time.Second, func() bool {
 		gw := sim.Stats().Orders[orderID]

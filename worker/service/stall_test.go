@@ -5,9 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/payguard/payguard/internal/testenv"
 	"github.com/payguard/payguard/status"
@@ -58,14 +56,7 @@ func TestWorkerStalledMidCreateThenCancelledLeavesNoCharge(t *testing.T) {
 	resume()
 	release()
 
-	waitCtx, cancel := context.WithTimeout(ctx, 90*time.Second)
-	defer cancel()
-	runErr := tc.GetWorkflow(waitCtx, id, "").Get(waitCtx, nil)
-	require.NoError(t, waitCtx.Err(), "workflow still running")
-	t.Logf("workflow ended: %v", runErr)
-	if runErr != nil && !temporal.IsCanceledError(runErr) {
-		t.Errorf("the workflow failed: %v", runErr)
-	}
+	runErr := workflowEnd(t, tc, id, 90*time.Second)
 
 	// The charge may be undone a moment after the workflow ends (by the
 	// create's own sender): the money is judged once it settles, or after
@@ -87,18 +78,5 @@ func TestWorkerStalledMidCreateThenCancelledLeavesNoCharge(t *testing.T) {
 		}
 		break
 	}
-	gw := sim.Stats().Orders[orderID]
-	stock, err := st.GetStock(ctx, "P1")
-	require.NoError(t, err)
-	t.Logf("order %s payment %s reservation %s; gateway %+v; stock %+v", o.Status, o.PaymentStatus, o.Reservation, gw, stock)
-	assert.Equal(t, 1, gw.CreateRequests, "one create")
-	switch o.Status {
-	case status.OrderConfirmed:
-		assert.Equal(t, store.Stock{ProductID: "P1", Total: 5, Available: 3, Sold: 2}, stock)
-	case status.OrderCancelled:
-		assert.Zero(t, gw.Successful, "a CANCELLED order keeps no charge")
-		assert.Equal(t, store.Stock{ProductID: "P1", Total: 5, Available: 5}, stock)
-	default:
-		t.Errorf("order left %s", o.Status)
-	}
+	requireOneCreateMatched(t, st, sim, o, runErr)
 }
