@@ -189,8 +189,10 @@ func run(ctx context.Context, o Options, stdout io.Writer) error {
 		say("baseline %s: %.1f workflows/s, p50 %.0f ms, p99 %.0f ms, %d errors", when, b.PerSecond, b.Latency.P50, b.Latency.P99, b.Errors)
 		return &b, nil
 	}
-	// Warm payguard's path up (connections, caches) before anything is timed.
-	runStep(ctx, st.Client, 5, time.Second, nil)
+	// warm takes payguard's path up (connections, caches) before anything
+	// is timed, and again after a restart of the dev server.
+	warm := func() { runStep(ctx, st.Client, 5, time.Second, nil) }
+	warm()
 
 	if o.has("baseline") {
 		if rep.Baseline, err = baseline("before"); err != nil {
@@ -216,7 +218,7 @@ func run(ctx context.Context, o Options, stdout io.Writer) error {
 				return 0, fmt.Errorf("restart the dev server: %w", err)
 			}
 			rep.Restarts++
-			runStep(ctx, st.Client, 5, time.Second, nil)
+			warm()
 		}
 		waited, quiet := waitQuiet(ctx, st.Temporal.CPUTime)
 		if !quiet {

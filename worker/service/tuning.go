@@ -27,8 +27,10 @@ const DefaultStickyCacheSize = 1000
 // keeps open on each of its two queues (workerOptions). One a queue fell
 // behind at 30 orders/s on a 2-core machine (a single poll at a time must
 // fetch every order's first task, one server round trip each, the
-// slowest step under load); the SDK's own cap of 100 lets a frozen worker
-// hold a task per open poll.
+// slowest step under load). More is worse when a worker freezes (SIGSTOP,
+// a paused VM): its open polls stay at the server and each takes a task
+// that then waits out its 10 s timeout; the SDK's own cap of 100 polls a
+// queue let one frozen worker hold an order back for over a minute.
 const DefaultWorkflowPollsPerQueue = 2
 
 func registerTuning(fs *flag.FlagSet, c *Config) {
@@ -66,16 +68,14 @@ func (c Config) newWorker(cl client.Client) worker.Worker {
 //
 // The workflow task pollers are the SDK's autoscaling ones: a pool on the
 // order queue and one on the worker's sticky queue, each of 1 to
-// --task-pollers polls (DefaultWorkflowPollsPerQueue). The SDK's fixed pollers share one
-// pool between the two queues and send every poll to the sticky queue
-// while its last answer there said tasks were waiting — a stale hint keeps
-// them there until a poll comes back empty, the server's minute-long poll
-// when no task comes, with no poll on the order queue, where every new
-// order's first task waits. `make bench` saw a minute in which no order
-// started (design §11). The cap is small because a worker frozen (SIGSTOP,
-// a paused VM) leaves its open polls at the server, and each takes a task
-// that then waits out its 10 s timeout: the SDK's own cap of 100 polls a
-// queue let one frozen worker hold an order back for over a minute.
+// --task-pollers polls (DefaultWorkflowPollsPerQueue, which says why so
+// few). The SDK's fixed pollers share one pool between the two queues and
+// send every poll to the sticky queue while its last answer there said
+// tasks were waiting; a stale hint keeps them there until a sticky answer
+// says otherwise or a poll comes back empty, the server's minute-long
+// poll when no task comes, with no poll on the order queue, where every
+// new order's first task waits. `make bench` saw a minute in which no
+// order started (design §11).
 func (c Config) workerOptions() worker.Options {
 	perQueue := c.TaskPollers
 	if perQueue == 0 {
