@@ -87,9 +87,8 @@ func TestCreatesBehindTheRequestBreaker(t *testing.T) {
 // decide the answer (a create on the wire whose sender died, an acceptance
 // recorded before the activity's result was lost), the refusal must report
 // that answer, as the store's rule would without the breaker: a run whose
-// create tries are bounded (runs before versionMoneySafety) that ends on a
-// refusal would otherwise compensate "nothing was charged" while the lost
-// create may have charged the card.
+// create tries run out on a refusal would otherwise compensate "nothing was
+// charged" while the lost create may have charged the card.
 func TestRefusedCreateReportsTheAnswerTheOrderAlreadyHas(t *testing.T) {
 	r := newRig(t, quiet(), activities.DefaultBreakerSettings(), false)
 	settings := activities.BreakerSettings{Window: 10 * time.Second, MinCalls: 1, FailureRate: 0.5, OpenFor: time.Minute, HalfOpenCalls: 1}

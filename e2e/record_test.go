@@ -44,18 +44,6 @@ func TestRecordReplayHistories(t *testing.T) {
 	resolve := func(orderID, st string, callback bool) {
 		testenv.Resolve(t, s.Sim, keyOf(orderID), st, "", callback)
 	}
-	// A poll refused by the open lookup breaker, then the charge found.
-	breakerOpenThenSuccess := func(id string) {
-		placeOrder(t, s, id, "P1", 1)
-		waitOrder(t, s, id, status.OrderPending, 30*time.Second)
-		testenv.PatchFaults(t, s.Sim, map[string]any{"lookup": map[string]any{"errorRate": 1, "errorStatus": 503}})
-		testenv.Eventually(t, 60*time.Second, func() bool {
-			st := workflowState(t, s, id)
-			return st.LastLookup != nil && st.LastLookup.Result == "UNAVAILABLE"
-		}, "a poll refused by the open breaker")
-		testenv.PatchFaults(t, s.Sim, map[string]any{"lookup": map[string]any{"errorRate": 0}})
-		resolve(id, "SUCCESS", false)
-	}
 	// sweepID is the newest sweep's workflow id: a sweep is started by the
 	// starter under an id of its own, not the order's.
 	var sweepID string
@@ -96,11 +84,18 @@ func TestRecordReplayHistories(t *testing.T) {
 			testenv.PatchFaults(t, s.Sim, map[string]any{"create": map[string]any{"timeoutRate": 0}})
 			resolve(id, "SUCCESS", false)
 		}, status.OrderConfirmed},
-		{"breaker_open_then_success", breakerOpenThenSuccess, status.OrderConfirmed},
-		// The same path once the poll while the breaker is open is timed by
-		// the breaker (GetVersion "breaker-timed-poll"): the history above
-		// keeps the path before it replaying.
-		{"breaker_timed_poll", breakerOpenThenSuccess, status.OrderConfirmed},
+		// A poll refused by the open lookup breaker, then the charge found.
+		{"breaker_open_then_success", func(id string) {
+			placeOrder(t, s, id, "P1", 1)
+			waitOrder(t, s, id, status.OrderPending, 30*time.Second)
+			testenv.PatchFaults(t, s.Sim, map[string]any{"lookup": map[string]any{"errorRate": 1, "errorStatus": 503}})
+			testenv.Eventually(t, 60*time.Second, func() bool {
+				st := workflowState(t, s, id)
+				return st.LastLookup != nil && st.LastLookup.Result == "UNAVAILABLE"
+			}, "a poll refused by the open breaker")
+			testenv.PatchFaults(t, s.Sim, map[string]any{"lookup": map[string]any{"errorRate": 0}})
+			resolve(id, "SUCCESS", false)
+		}, status.OrderConfirmed},
 		// RecoverWorkflow, under the order's own workflow id (the recorded
 		// run is the last one, the recovery's): the order's workflow was
 		// terminated, a sweep found it, the charge landed without callback.
@@ -114,7 +109,7 @@ func TestRecordReplayHistories(t *testing.T) {
 		}, status.OrderConfirmed},
 		// RecoverWorkflow over an order already final (a second sweep's
 		// recovery, after the first's ended it): it publishes the order's
-		// statuses and ends (GetVersion "recovery-publishes-final").
+		// statuses and ends.
 		{"recovery_of_final_order", func(id string) {
 			placeOrder(t, s, id, "P1", 1)
 			waitOrder(t, s, id, status.OrderPending, 30*time.Second)
@@ -179,7 +174,7 @@ func TestRecordReplayHistories(t *testing.T) {
 			}, "the cancel in the history while Reserve is blocked")
 		}, status.OrderCancelled},
 		// The database refuses the Settle's write past its five local tries:
-		// it goes on as a regular activity (money-safety version 2).
+		// it goes on as a regular activity.
 		{"settle_outlasts_local_tries", func(id string) {
 			placeOrder(t, s, id, "P1", 1)
 			waitOrder(t, s, id, status.OrderPending, 30*time.Second)
@@ -188,7 +183,7 @@ func TestRecordReplayHistories(t *testing.T) {
 		}, status.OrderConfirmed},
 		// The database refuses the create's attempt row on its local try and
 		// the regular activity's first four: the create goes on as a regular
-		// activity (money-safety version 3), still sent once.
+		// activity, still sent once.
 		{"create_outlasts_local_tries", func(id string) {
 			heal := testenv.FailFirst(t, s.Store.Pool(), 6, "INSERT", "payment_attempts", "")
 			placeOrder(t, s, id, "P1", 1)
@@ -201,7 +196,7 @@ func TestRecordReplayHistories(t *testing.T) {
 		// database, which the gateway then refuses: the task that settled
 		// the refusal is refused its completion while the cancel waits, and
 		// its run again learns from Reserve that the order ended FAILED
-		// (money-safety version 4) and ends it so, completed.
+		// and ends it so, completed.
 		{"cancel_during_refused_create", func(id string) {
 			testenv.PatchFaults(t, s.Sim, map[string]any{"create": map[string]any{"failNext": 1, "errorStatus": 400}})
 			release := testenv.BlockWrites(t, s.Store.Pool(), "INSERT", "payment_attempts")

@@ -8,8 +8,7 @@ import (
 
 // CancelCheck is what a compensation tells Cancel of its search of the
 // gateway by order id, so that Cancel can refuse when the database knows of
-// a create the search may have missed. The zero value checks nothing (the
-// workflows before money-safety 5).
+// a create the search may have missed. The zero value checks nothing.
 type CancelCheck struct {
 	// Unsearched: no search was made. Refused when any create of the order
 	// may have reached the gateway.

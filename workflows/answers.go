@@ -26,12 +26,12 @@ const (
 // poll asks the gateway, through the worker's breaker, what it knows;
 // byOrder asks for all the order's transactions even when one key is known.
 func (p *payment) poll(ctx workflow.Context, byOrder bool) {
-	in := activities.LookupInput{OrderID: p.in.OrderID, TransactionKey: p.state.TransactionKey, UserID: p.userForGateway()}
+	in := activities.LookupInput{OrderID: p.in.OrderID, TransactionKey: p.state.TransactionKey, UserID: p.in.UserID}
 	summary := fmt.Sprintf("Look up payment %s of order %s (amount %d)", in.TransactionKey, p.in.OrderID, p.in.Amount)
 	if byOrder {
 		in.TransactionKey = ""
 		summary = fmt.Sprintf("Find order %s's transactions at the gateway (amount %d; an unsigned callback named another)", p.in.OrderID, p.in.Amount)
-	} else if p.v >= moneySafe && len(p.keys) > 1 {
+	} else if len(p.keys) > 1 {
 		// Several transactions: only all of them together say whether the
 		// order is decided (see decide).
 		in.TransactionKey = ""
@@ -50,10 +50,8 @@ func (p *payment) poll(ctx workflow.Context, byOrder bool) {
 	now := workflow.Now(ctx)
 	p.retryAfter = 0
 	switch {
-	case ctx.Err() != nil && (p.v < localSteps || err != nil):
-		// From localSteps on, a result that came back is read under a cancel
-		// too (cancelTakes).
-		return
+	case ctx.Err() != nil && err != nil:
+		return // a result that came back is read under a cancel too (cancelTakes)
 	case err == nil:
 		p.state.LastLookup = &Lookup{At: now, Result: lookupNotFound}
 		if tx, ok := p.mine(res.Transactions); ok {
@@ -126,7 +124,7 @@ func (p *payment) onTransactions(ctx workflow.Context, txs []gateway.Transaction
 	if !ok {
 		return
 	}
-	if p.state.TransactionKey == "" && p.outcome == nil && !(p.v >= moneySafe && p.state.Status.Final()) {
+	if p.state.TransactionKey == "" && p.outcome == nil && !p.state.Status.Final() {
 		p.state.TransactionKey = tx.TransactionKey
 		p.maybeAtGateway = true
 		p.settleStep(ctx, activities.SettleInput{OrderID: p.in.OrderID, Payment: status.PaymentPending,
@@ -146,7 +144,7 @@ func (p *payment) decide(ctx workflow.Context, tx gateway.Transaction, source st
 		// Cancelled by someone else at the gateway: nothing will be charged.
 		tx.Status, tx.Reason = gateway.StatusFailed, "CANCELLED_AT_GATEWAY"
 	}
-	if p.outcome == nil && p.v >= moneySafe {
+	if p.outcome == nil {
 		detail := map[string]any{"source": source, "transaction_key": tx.TransactionKey, "status": tx.Status}
 		switch live := p.otherLive(tx.TransactionKey); {
 		case p.state.Status.Final():

@@ -30,6 +30,14 @@ const (
 	MaxDeadline = 24 * time.Hour
 )
 
+// Workflows carries the worker's tuning into the workflows it registers.
+type Workflows struct {
+	tuning Tuning
+}
+
+// New returns the workflows with the given tuning.
+func New(t Tuning) *Workflows { return &Workflows{tuning: t} }
+
 // Search attributes the workflow keeps current, so the UI can filter orders
 // by where they stand. The dev server must have them registered.
 var (

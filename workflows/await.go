@@ -8,17 +8,17 @@ import (
 	"github.com/payguard/payguard/gateway"
 )
 
-// cancelTakes: an operator's cancel ends the wait; from localSteps on, not
-// once an answer is in hand. A local Settle commits inside the task that
-// received the answer, before that task completes; a task that does not
-// complete (the server will not close a workflow while a cancel request
-// waits; a worker dies) runs again from its history, where the cancel may
-// now come with the answer, and must decide as the first run did: settle,
-// never compensate (that would refund a charge already CONFIRMED, then fail
-// on CONFIRMED -> CANCELLED). So, too, poll reads a result that comes back
-// with a cancel, and run goes on to await after a create the gateway answered.
+// cancelTakes: an operator's cancel ends the wait, but not once an answer
+// is in hand. A local Settle commits inside the task that received the
+// answer, before that task completes; a task that does not complete (the
+// server will not close a workflow while a cancel request waits; a worker
+// dies) runs again from its history, where the cancel may now come with the
+// answer, and must decide as the first run did: settle, never compensate
+// (that would refund a charge already CONFIRMED, then fail on CONFIRMED ->
+// CANCELLED). So, too, poll reads a result that comes back with a cancel,
+// and run goes on to await after a create the gateway answered.
 func (p *payment) cancelTakes(ctx workflow.Context) bool {
-	return ctx.Err() != nil && (p.v < localSteps || p.outcome == nil)
+	return ctx.Err() != nil && p.outcome == nil
 }
 
 type awaitEnd int
@@ -29,24 +29,17 @@ const (
 	endCancelled
 )
 
-// await waits for the first definitive answer, polling with backoff.
-//
-// From localCreate on it keeps one timer, not two: the next poll, brought
-// forward to the deadline when that comes first. Every wake-up checks the
-// deadline anyway, and a timer costs the server a task to write and one to
-// cancel for every order a callback answers.
+// await waits for the first definitive answer, polling with backoff. It
+// keeps one timer: the next poll, brought forward to the deadline when that
+// comes first. A timer costs the server a task to write and one to cancel
+// for every order a callback answers.
 func (p *payment) await(ctx workflow.Context) awaitEnd {
 	timerCtx, cancelTimers := workflow.WithCancel(ctx)
 	defer cancelTimers()
-	var deadline workflow.Future // fires never from localCreate on: poll does its work
-	if p.v < localCreate {
-		deadline = workflow.NewTimerWithOptions(timerCtx, max(p.state.Deadline.Sub(workflow.Now(ctx)), 0),
-			workflow.TimerOptions{Summary: "order deadline"})
-	}
 	delay := p.tuning.PollInitial
 	poll := p.pollTimer(timerCtx, delay)
 	for p.outcome == nil {
-		var pollDue, deadlineDue bool
+		pollDue := false
 		sel := workflow.NewSelector(ctx)
 		sel.AddReceive(p.callbacks, func(c workflow.ReceiveChannel, _ bool) {
 			var cb gateway.Transaction
@@ -55,17 +48,12 @@ func (p *payment) await(ctx workflow.Context) awaitEnd {
 		})
 		sel.AddReceive(p.hints, func(c workflow.ReceiveChannel, _ bool) { p.onHint(ctx, c) })
 		sel.AddFuture(poll, func(workflow.Future) { pollDue = true })
-		if deadline != nil {
-			sel.AddFuture(deadline, func(workflow.Future) { deadlineDue = true })
-		}
 		sel.Select(ctx)
 		switch {
 		case p.cancelTakes(ctx):
 			return endCancelled
 		case p.outcome != nil:
-		case deadlineDue:
-			return endDeadline
-		case p.v >= moneySafe && !workflow.Now(ctx).Before(p.state.Deadline):
+		case !workflow.Now(ctx).Before(p.state.Deadline):
 			// The selector takes the first ready case in the order added: a
 			// stream of signals (forged hints) arriving faster than their
 			// lookups end would otherwise never let the deadline be picked.
@@ -73,41 +61,35 @@ func (p *payment) await(ctx workflow.Context) awaitEnd {
 		case pollDue:
 			p.hintLooked = false
 			p.poll(ctx, false)
-			if p.outcome == nil && !(p.v >= localSteps && ctx.Err() != nil) && p.resendDue(ctx) {
+			if p.outcome == nil && ctx.Err() == nil && p.resendDue(ctx) {
 				p.resend(ctx)
 			}
 			if p.cancelTakes(ctx) {
 				return endCancelled
 			}
 			delay = min(delay*2, p.tuning.PollMax)
-			poll = p.pollTimer(timerCtx, p.nextPoll(ctx, delay))
+			poll = p.pollTimer(timerCtx, p.nextPoll(delay))
 		}
 	}
 	return endOutcome
 }
 
-// pollTimer starts the timer of the next poll, due after d; from
-// localCreate on it is the deadline's timer too (await).
+// pollTimer starts the timer of the next poll, due after d, or at the
+// deadline when that comes first.
 func (p *payment) pollTimer(ctx workflow.Context, d time.Duration) workflow.Future {
-	if p.v < localCreate {
-		return workflow.NewTimerWithOptions(ctx, d, workflow.TimerOptions{Summary: "next status poll"})
-	}
 	if left := max(p.state.Deadline.Sub(workflow.Now(ctx)), 0); left <= d {
 		return workflow.NewTimerWithOptions(ctx, left, workflow.TimerOptions{Summary: "order deadline"})
 	}
 	return workflow.NewTimerWithOptions(ctx, d, workflow.TimerOptions{Summary: "next status poll (the deadline is later)"})
 }
 
-// breakerTimedPoll versions the poll after an open lookup breaker: from
-// version 1 it comes when the breaker may let a lookup through (the
+// nextPoll is the delay to the next regular poll. After an open lookup
+// breaker it comes when the breaker may let a lookup through (the
 // activity's Unavailable.RetryAfter, jitter included) instead of on the
 // backoff: earlier would only be refused again, later would leave the order
 // waiting after the gateway is back. PollMax still bounds it.
-const breakerTimedPoll = "breaker-timed-poll"
-
-// nextPoll is the delay to the next regular poll.
-func (p *payment) nextPoll(ctx workflow.Context, backoff time.Duration) time.Duration {
-	if p.retryAfter <= 0 || workflow.GetVersion(ctx, breakerTimedPoll, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+func (p *payment) nextPoll(backoff time.Duration) time.Duration {
+	if p.retryAfter <= 0 {
 		return backoff
 	}
 	return min(p.retryAfter, p.tuning.PollMax)

@@ -147,7 +147,7 @@ func TestOperatorCancelDuringTheCreateLooksForWhatWasSent(t *testing.T) {
 	assert.Equal(t, status.OrderCancelled, r.queryState(t).Status)
 }
 
-// The run's view is older than the database's (fencedCancel): it knew of no
+// The run's view is older than the database's: it knew of no
 // create, and CancelOrder found one that may have reached the gateway. The
 // compensation searches the gateway by order id, then cancels the order
 // again, saying it searched.

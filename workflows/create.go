@@ -25,17 +25,16 @@ const (
 	sendUnreachable
 )
 
-// send runs the create activity with up to budget tries and classifies how
-// it ended. grant authorises a re-send past an unknown outcome ("" for the
-// first send).
+// send runs the create and classifies how it ended. grant authorises a
+// re-send past an unknown outcome ("" for the first send).
 //
-// From versionMoneySafety on, the budget is counted by the activity in the
-// database, where a create that timed out still counts, and Temporal retries
-// without an attempt limit: a database outage before anything is sent is
-// waited out, and every ending is one of the four results, never an error.
-func (p *payment) send(ctx workflow.Context, budget int, grant string) (sendResult, error) {
+// The create's budget is counted by the activity in the database, where a
+// create that timed out still counts, and Temporal retries without an
+// attempt limit: a database outage before anything is sent is waited out,
+// and every ending is one of the four results, never an error.
+func (p *payment) send(ctx workflow.Context, grant string) (sendResult, error) {
 	in := activities.RequestInput{OrderID: p.in.OrderID, Amount: p.in.Amount, UserID: p.in.UserID, CardType: p.in.CardType,
-		CardNo: p.in.CardNo}
+		CardNo: p.in.CardNo, Limit: p.tuning.RequestAttempts, Grant: grant}
 	opts := workflow.ActivityOptions{
 		StartToCloseTimeout: p.tuning.RequestTimeout,
 		// An operator's cancel must not leave a create on the wire behind our
@@ -44,30 +43,18 @@ func (p *payment) send(ctx workflow.Context, budget int, grant string) (sendResu
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:    500 * time.Millisecond,
 			BackoffCoefficient: 2,
-			MaximumAttempts:    int32(budget),
+			MaximumInterval:    10 * time.Second,
 			// The activity already marks these non-retryable; listing them
 			// again guards against a future activity that forgets.
 			NonRetryableErrorTypes: createAnswers,
 		},
-		Summary: fmt.Sprintf("Charge %d for order %s (%s card %s, up to %d tries)", p.in.Amount, p.in.OrderID, p.in.CardType, gateway.MaskCardNo(p.in.CardNo), budget),
-	}
-	if p.v >= moneySafe {
-		in.Limit, in.Grant = p.tuning.RequestAttempts, grant
-		opts.RetryPolicy.MaximumAttempts = 0
-		opts.RetryPolicy.MaximumInterval = 10 * time.Second
-		opts.Summary = fmt.Sprintf("Charge %d for order %s (%s card %s, create %d of at most %d)", p.in.Amount, p.in.OrderID,
-			p.in.CardType, gateway.MaskCardNo(p.in.CardNo), p.state.Attempts+1, p.tuning.RequestAttempts)
+		Summary: fmt.Sprintf("Charge %d for order %s (%s card %s, create %d of at most %d)", p.in.Amount, p.in.OrderID,
+			p.in.CardType, gateway.MaskCardNo(p.in.CardNo), p.state.Attempts+1, p.tuning.RequestAttempts),
 	}
 	var res activities.RequestResult
-	var err error
-	regular := true
-	if p.v >= localCreate {
-		regular, err = p.sendLocally(ctx, in, opts, &res)
-	}
+	regular, err := p.sendLocally(ctx, in, opts, &res)
 	if regular {
-		if p.v >= localCreate {
-			p.publish(ctx) // REQUESTING, while Temporal retries it (run deferred it)
-		}
+		p.publish(ctx) // REQUESTING, while Temporal retries it (run deferred it)
 		err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), a.RequestPayment, in).Get(ctx, &res)
 	}
 	if err == nil {
@@ -79,14 +66,14 @@ func (p *payment) send(ctx workflow.Context, budget int, grant string) (sendResu
 		return sendAccepted, nil
 	}
 	var canceled *temporal.CanceledError
-	if ctx.Err() != nil && (p.v < moneySafe || errors.As(err, &canceled)) {
+	if ctx.Err() != nil && errors.As(err, &canceled) {
 		// Cancelled while sending: whatever happened, look for it when compensating.
 		p.maybeAtGateway = true
 		return 0, err
 	}
-	// From versionMoneySafety on, a create that ended with an answer while
-	// an operator's cancel waited for it is classified like any other: a
-	// refusal recorded FAILED must be settled FAILED, not compensated.
+	// A create that ended with an answer while an operator's cancel waited
+	// for it is classified like any other: a refusal recorded FAILED must be
+	// settled FAILED, not compensated.
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) {
 		var failure activities.RequestFailure
@@ -96,26 +83,16 @@ func (p *payment) send(ctx workflow.Context, budget int, grant string) (sendResu
 		p.countAttempts(max(failure.Attempt, 1), failure.Attempts)
 		switch appErr.Type() {
 		case activities.ErrGatewayUnreachable, activities.ErrRequestBreakerOpen:
-			// Our own open request breaker refused it: it never left, as
-			// unreachable. (From versionMoneySafety on, Temporal retries it
-			// without limit at the breaker's pace and it never ends here.)
+			// It never left. Temporal retries these at the breaker's pace;
+			// they end here only past the create's budget.
 			return sendUnreachable, nil
 		case activities.ErrGatewayRejected:
 			p.state.Reason = failure.Code
 			p.setStatus(ctx, "", status.PaymentFailed)
 			return sendRejected, nil
-		case activities.ErrGatewayOutcomeUnknown, activities.ErrGatewayUnknownKeyed:
-		default:
-			if p.v < moneySafe {
-				return 0, err
-			}
-			// A failure we cannot classify may have come after the create
-			// left: the outcome is unknown, never "payment failed".
 		}
-	} else if p.v < moneySafe {
-		// The activity itself timed out on every try: whatever it sent, we
-		// cannot prove it never arrived.
-		p.state.Attempts++
+		// Any other failure may have come after the create left: the
+		// outcome is unknown, never "payment failed".
 	}
 	p.maybeAtGateway = true
 	p.unknownSince = workflow.Now(ctx)
@@ -124,8 +101,7 @@ func (p *payment) send(ctx workflow.Context, budget int, grant string) (sendResu
 	return sendUnknown, nil
 }
 
-// sendLocally runs the create as a local activity (from localCreate on): a
-// happy-path order then asks the server for no activity at all. It runs where
+// sendLocally runs the create as a local activity: a happy-path order then asks the server for no activity at all. It runs where
 // an operator's cancel cannot reach it, as Reserve does: a cancelled local
 // activity's future resolves at once, while the create may still be on the
 // wire, and an answer in hand is worth more than a prompt cancel. The
@@ -169,10 +145,9 @@ var createAnswers = []string{activities.ErrGatewayOutcomeUnknown, activities.Err
 	activities.ErrIllegalTransition, activities.ErrInvalidOrder}
 
 // countAttempts takes the database's count of the order's creates when the
-// activity reports it, and otherwise (runs before versionMoneySafety) adds
-// the Temporal attempts.
+// activity reports it, and otherwise adds the Temporal attempts.
 func (p *payment) countAttempts(tries, recorded int) {
-	if p.v >= moneySafe && recorded > 0 {
+	if recorded > 0 {
 		p.state.Attempts = recorded
 		return
 	}
@@ -183,7 +158,7 @@ func (p *payment) countAttempts(tries, recorded int) {
 // passed and the gateway still knows no transaction of this order — so it
 // never took the request, and sending again cannot charge twice.
 func (p *payment) resendDue(ctx workflow.Context) bool {
-	if p.v >= moneySafe && p.unknownSince.IsZero() {
+	if p.unknownSince.IsZero() {
 		return false // no create's outcome was ever unknown: nothing to re-send
 	}
 	return p.state.TransactionKey == "" && len(p.keys) == 0 &&
@@ -197,7 +172,7 @@ func (p *payment) resend(ctx workflow.Context) {
 	p.record(ctx, activities.KindAnomaly, "create re-sent: no transaction at the gateway after the grace period", nil)
 	p.setStatus(ctx, "", status.PaymentRequested)
 	p.resends++
-	sent, err := p.send(ctx, p.tuning.RequestAttempts-p.state.Attempts, fmt.Sprintf("resend-%d", p.resends))
+	sent, err := p.send(ctx, fmt.Sprintf("resend-%d", p.resends))
 	switch {
 	case err != nil:
 		p.log.Error("re-send failed", "error", err)

@@ -14,11 +14,6 @@ import (
 // hint's lookup is UNAVAILABLE — no answer — so the order waits for the next
 // poll (or hint) as it would anyway.
 
-// lookupHintChange versions the hint's lookup. Only a received hint asks for
-// the version, so histories without hints are as before, and a run whose
-// history holds a hint that older code read as nothing replays as nothing.
-const lookupHintChange = "lookup-hint"
-
 // onHint handles the hints waiting on c with one lookup: a burst of
 // callbacks (duplicates, or a flood of forgeries) costs one gateway call.
 func (p *payment) onHint(ctx workflow.Context, c workflow.ReceiveChannel) {
@@ -28,7 +23,7 @@ func (p *payment) onHint(ctx workflow.Context, c workflow.ReceiveChannel) {
 		hints = append(hints, h)
 		h = LookupHint{}
 	}
-	if len(hints) == 0 || workflow.GetVersion(ctx, lookupHintChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+	if len(hints) == 0 {
 		return
 	}
 	// Anyone can send hints, at any rate: a hint brings the next lookup

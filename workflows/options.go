@@ -17,6 +17,9 @@ import (
 // options are not part of a command's identity on replay: a change here
 // changes how later attempts retry, never which commands a history holds.
 
+// a is how workflow code names activities: only its method values are used.
+var a *activities.Activities
+
 // databaseRefusals are the store's declared refusals: a database step
 // that ends with one is answered, not retried.
 var databaseRefusals = []string{activities.ErrOutOfStock, activities.ErrUnknownProduct, activities.ErrIllegalTransition, activities.ErrInvalidOrder}

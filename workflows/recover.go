@@ -22,10 +22,6 @@ import (
 // it, a sweep finds the order's workflow running and leaves it alone, and
 // no second one can start beside it.
 
-// recoveryPublishesFinal versions the search attributes a recovery that
-// finds its order already final upserts (asked only on that path).
-const recoveryPublishesFinal = "recovery-publishes-final"
-
 // Recover is RecoverWorkflow.
 func (w *Workflows) Recover(ctx workflow.Context, in RecoverInput) (State, error) {
 	if in.OrderID == "" {
@@ -44,8 +40,8 @@ func (w *Workflows) Recover(ctx workflow.Context, in RecoverInput) (State, error
 		// now the order's latest, the one Describe and the UI show: it
 		// carries the order's statuses as they stand.
 		st := State{OrderID: in.OrderID, Status: o.Status, PaymentStatus: o.PaymentStatus, TransactionKey: o.TransactionKey}
-		if r.Found && workflow.GetVersion(ctx, recoveryPublishesFinal, workflow.DefaultVersion, 1) > workflow.DefaultVersion {
-			(&payment{state: st, v: moneySafe, log: workflow.GetLogger(ctx)}).publish(ctx)
+		if r.Found {
+			(&payment{state: st, log: workflow.GetLogger(ctx)}).publish(ctx)
 		}
 		return st, nil
 	}
@@ -72,7 +68,6 @@ func (w *Workflows) Recover(ctx workflow.Context, in RecoverInput) (State, error
 		closed:         map[string]bool{},
 		keys:           r.Keys,
 		maybeAtGateway: r.MaybeSent,
-		v:              moneySafe, // new code: the money-safety rules from the start
 		state: State{OrderID: o.OrderID, Status: o.Status, PaymentStatus: o.PaymentStatus, TransactionKey: o.TransactionKey,
 			Attempts: o.Attempts, Deadline: deadline},
 	}

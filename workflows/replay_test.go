@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -22,56 +21,16 @@ import (
 	"github.com/payguard/payguard/workflows"
 )
 
-// The paths of PaymentWorkflow recorded from real runs (make record-histories)
-// into testdata/.
+// The paths of every workflow recorded from real runs (make
+// record-histories) into testdata/: PaymentWorkflow's, then the recovery's
+// and the sweep's.
 var recordedPaths = []string{
 	"callback_success", "poll_success", "callback_failed", "rejected", "out_of_stock",
 	"unknown_then_found", "breaker_open_then_success", "deadline_compensation", "operator_cancel",
 	"resend_after_grace", "create_waits_for_database", "cancel_during_reserve", "invalid_id_refused",
-	"lookup_hint",
+	"lookup_hint", "settle_outlasts_local_tries", "create_outlasts_local_tries", "cancel_during_refused_create",
+	"recovery_success", "recovery_of_final_order", "reconcile_sweep",
 }
-
-// Paths that exist from money-safety version 2 on (testdata/, testdata/v4/,
-// testdata/v3/ and testdata/v2/), from version 3 on (testdata/,
-// testdata/v4/ and testdata/v3/), and from version 4 on (testdata/ and
-// testdata/v4/).
-var (
-	recordedSinceLocalSteps     = []string{"settle_outlasts_local_tries"}
-	recordedSinceLocalCreate    = []string{"create_outlasts_local_tries"}
-	recordedSinceReserveRecalls = []string{"cancel_during_refused_create"}
-)
-
-// The recovery and the sweep, recorded beside the payment paths
-// (testdata/); and a recovery over a final order as recorded before it
-// published the order's statuses (testdata/before-recovery-publishes-final/).
-var (
-	recordedOtherWorkflows          = []string{"recovery_success", "recovery_of_final_order", "reconcile_sweep"}
-	recordedBeforeRecoveryPublishes = []string{"recovery_of_final_order"}
-)
-
-// The paths as recorded at money-safety version 2, before the create
-// became a local activity (testdata/v2/).
-var recordedLocalSteps = append(slices.Clone(recordedPaths), recordedSinceLocalSteps...)
-
-// The paths as recorded at money-safety version 3, before Reserve's answer
-// told a run of the first task again about creates begun (testdata/v3/).
-var recordedLocalCreate = slices.Concat(recordedPaths, recordedSinceLocalSteps, recordedSinceLocalCreate)
-
-// The paths as recorded at money-safety version 4, before a compensation
-// told CancelOrder whether it had searched the gateway (testdata/v4/).
-var recordedReserveRecalls = slices.Concat(recordedPaths, recordedSinceLocalSteps, recordedSinceLocalCreate, recordedSinceReserveRecalls)
-
-// The same paths as recorded before the money-safety version (testdata/v0/):
-// runs started then still replay on the code they ran.
-var recordedBeforeMoneySafety = []string{
-	"callback_success", "poll_success", "callback_failed", "rejected", "out_of_stock",
-	"unknown_then_found", "breaker_open_then_success", "deadline_compensation", "operator_cancel",
-}
-
-// The same paths, and the breaker-timed poll, as recorded at the
-// money-safety version before the database steps became local activities
-// (testdata/v1/): runs started then still replay on the code they ran.
-var recordedMoneySafe = append(slices.Clone(recordedPaths), "breaker_timed_poll")
 
 func replayLogger() sdklog.Logger { return sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)) }
 
@@ -95,37 +54,12 @@ func newReplayer(t *testing.T) worker.WorkflowReplayer {
 }
 
 // Every recorded history must replay against today's workflow code: a
-// change that alters the commands of a released workflow without
-// workflow.GetVersion fails here.
+// change that alters the commands a recorded path issues fails here, and
+// ships as a new build (docs/rollout.md), not as a change to this one.
 func TestRecordedHistoriesReplay(t *testing.T) {
-	var paths []string
 	for _, name := range recordedPaths {
-		paths = append(paths, filepath.Join("testdata", name+".json"))
-	}
-	for _, name := range slices.Concat(recordedSinceLocalSteps, recordedSinceLocalCreate, recordedSinceReserveRecalls, recordedOtherWorkflows) {
-		paths = append(paths, filepath.Join("testdata", name+".json"))
-	}
-	for _, name := range recordedReserveRecalls {
-		paths = append(paths, filepath.Join("testdata", "v4", name+".json"))
-	}
-	for _, name := range recordedLocalCreate {
-		paths = append(paths, filepath.Join("testdata", "v3", name+".json"))
-	}
-	for _, name := range recordedBeforeRecoveryPublishes {
-		paths = append(paths, filepath.Join("testdata", "before-recovery-publishes-final", name+".json"))
-	}
-	for _, name := range recordedLocalSteps {
-		paths = append(paths, filepath.Join("testdata", "v2", name+".json"))
-	}
-	for _, name := range recordedMoneySafe {
-		paths = append(paths, filepath.Join("testdata", "v1", name+".json"))
-	}
-	for _, name := range recordedBeforeMoneySafety {
-		paths = append(paths, filepath.Join("testdata", "v0", name+".json"))
-	}
-	paths = append(paths, filepath.Join("testdata", "before_encryption_callback_success.json"))
-	for _, path := range paths {
-		t.Run(path, func(t *testing.T) {
+		path := filepath.Join("testdata", name+".json")
+		t.Run(name, func(t *testing.T) {
 			_, err := os.Stat(path)
 			require.NoError(t, err, "recorded history missing: run `make record-histories`")
 			r := newReplayer(t)
@@ -133,18 +67,6 @@ func TestRecordedHistoriesReplay(t *testing.T) {
 			require.NoError(t, r.ReplayWorkflowHistoryFromJSONFile(replayLogger(), path))
 		})
 	}
-}
-
-// An order started before the id rule with an id the rule now refuses — a
-// 100-character order id the starter and pgsim took at 4d38b0d, recorded
-// there going all the way to CONFIRMED — still replays: setup asks for the
-// rule's version only when it would refuse, and a history without that
-// marker replays the commands it ran. `make record-histories` cannot
-// re-record it (today's code refuses the id), so it is kept as recorded.
-func TestHistoryFromBeforeTheIDRuleReplays(t *testing.T) {
-	r := newReplayer(t)
-	workflows.New(workflows.DefaultTuning()).Register(r)
-	require.NoError(t, r.ReplayWorkflowHistoryFromJSONFile(replayLogger(), filepath.Join("testdata", "legacy_long_order_id.json")))
 }
 
 // The replay check is only worth having if it catches a non-deterministic
@@ -167,20 +89,17 @@ func TestReplayCatchesANonDeterministicChange(t *testing.T) {
 }
 
 // The recorded histories hold no card number in clear: every payload the
-// workers wrote is encrypted. The one recorded before encryption, kept to
-// prove such histories still replay, is the exception it is named for.
+// workers wrote is encrypted.
 func TestRecordedHistoriesAreEncrypted(t *testing.T) {
-	for _, name := range slices.Concat(recordedPaths, recordedSinceLocalSteps, recordedSinceLocalCreate, recordedSinceReserveRecalls, recordedOtherWorkflows) {
+	const card = "1234-5678-9814-1451"
+	require.NotEmpty(t, testenv.CardInClear(`{"cardNo":"`+card+`"}`, card), "the check finds a card where there is one")
+	for _, name := range recordedPaths {
 		raw, err := os.ReadFile(filepath.Join("testdata", name+".json"))
 		require.NoError(t, err)
 		text := string(raw)
-		assert.Empty(t, testenv.CardInClear(text, "1234-5678-9814-1451"), "%s: no card data in clear", name)
+		assert.Empty(t, testenv.CardInClear(text, card), "%s: no card data in clear", name)
 		assert.True(t, strings.Contains(text, base64.StdEncoding.EncodeToString([]byte(codec.EncodingEncrypted))), "%s: encrypted payloads", name)
 	}
-	raw, err := os.ReadFile(filepath.Join("testdata", "before_encryption_callback_success.json"))
-	require.NoError(t, err)
-	assert.False(t, strings.Contains(string(raw), base64.StdEncoding.EncodeToString([]byte(codec.EncodingEncrypted))))
-	assert.NotEmpty(t, testenv.CardInClear(string(raw), "1234-5678-9814-1451"), "the check above finds a card where there is one")
 }
 
 // Without the key, an encrypted history does not replay, and its payloads
@@ -218,9 +137,8 @@ func TestEncryptedHistoryNeedsItsKey(t *testing.T) {
 
 // A happy-path order asks the server for no activity: Reserve, the create
 // and Settle run as local activities inside the workflow tasks around the
-// callback (versionMoneySafety's localCreate), and the only search-attribute
-// upserts are the SDK's version marker's and the status changes after
-// RESERVING (which the starter sets at start): REQUESTING is never
+// callback, and the only search-attribute upserts are the status changes
+// after RESERVING (which the starter sets at start): REQUESTING is never
 // published when the create answers inside the task that sent it. The wait
 // keeps one timer, the next poll's, which is the deadline's too.
 func TestHappyPathSchedulesNoActivity(t *testing.T) {
@@ -248,6 +166,6 @@ func TestHappyPathSchedulesNoActivity(t *testing.T) {
 	assert.Empty(t, scheduled)
 	assert.Equal(t, 1, timers, "the next poll, which is the deadline's too")
 	assert.Equal(t, 3, localActivities, "Reserve, the create and Settle")
-	assert.Equal(t, 3, upserts, "version marker, PENDING, CONFIRMED")
+	assert.Equal(t, 2, upserts, "PENDING, CONFIRMED")
 	assert.Equal(t, 2, tasks, "start, callback")
 }

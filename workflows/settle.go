@@ -69,7 +69,7 @@ func (p *payment) cancelled(ctx workflow.Context) (State, error) {
 	if _, err := p.compensate(ctx, "cancelled by an operator"); err != nil {
 		return p.state, err
 	}
-	if p.v >= reserveRecalls && p.state.Status == status.OrderFailed {
+	if p.state.Status == status.OrderFailed {
 		return p.state, nil // the gateway's refusal ended it first (compensate kept FAILED)
 	}
 	return p.state, temporal.NewCanceledError("order cancelled by an operator; compensation done")
@@ -85,10 +85,8 @@ func (p *payment) compensate(ctx workflow.Context, cause string) (State, error) 
 		return p.state, err
 	}
 	cancelOrder := func() error {
-		in := activities.SettleInput{OrderID: p.in.OrderID, Payment: payment, Cause: cause}
-		if p.v >= fencedCancel {
-			in.Unsearched, in.SearchedAt = !p.maybeAtGateway, searched
-		}
+		in := activities.SettleInput{OrderID: p.in.OrderID, Payment: payment, Cause: cause,
+			Unsearched: !p.maybeAtGateway, SearchedAt: searched}
 		return p.dbStep(dctx, fmt.Sprintf("Cancel order %s (amount %d) and release %d × %s", p.in.OrderID, p.in.Amount, p.in.Quantity, p.in.ProductID),
 			a.CancelOrder, in).Get(dctx, nil)
 	}
@@ -162,8 +160,7 @@ func (p *payment) cancelPayments(ctx workflow.Context) (status.Payment, time.Tim
 }
 
 // endedFailed: compensation's CancelOrder was refused because the order is
-// already FAILED. From localCreate on that is a run of a workflow task that
-// did not complete: the create is a local activity, so a task can send it,
+// already FAILED: a run of a workflow task that did not complete: the create is a local activity, so a task can send it,
 // settle the gateway's refusal FAILED (releasing the stock) and end the
 // workflow, and the server refuses to end it while an operator's cancel
 // waits. The task runs again from its history, which holds neither the
@@ -173,7 +170,7 @@ func (p *payment) cancelPayments(ctx workflow.Context) (status.Payment, time.Tim
 // are in the history, and settled again on such a run: cancelTakes.)
 func (p *payment) endedFailed(err error) bool {
 	var appErr *temporal.ApplicationError
-	if p.v < localCreate || !errors.As(err, &appErr) || appErr.Type() != activities.ErrIllegalTransition || !appErr.HasDetails() {
+	if !errors.As(err, &appErr) || appErr.Type() != activities.ErrIllegalTransition || !appErr.HasDetails() {
 		return false
 	}
 	var tr activities.Transition
@@ -185,7 +182,7 @@ func (p *payment) cancelAtGateway(ctx workflow.Context, keys []string, searchByO
 	opts := cancelOptions(fmt.Sprintf("Cancel order %s's payment of %d at the gateway (refund if charged)", p.in.OrderID, p.in.Amount))
 	var res activities.CancelResult
 	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), a.CancelPayments,
-		activities.CancelInput{OrderID: p.in.OrderID, UserID: p.userForGateway(), TransactionKeys: keys, SearchByOrder: searchByOrder}).Get(ctx, &res)
+		activities.CancelInput{OrderID: p.in.OrderID, UserID: p.in.UserID, TransactionKeys: keys, SearchByOrder: searchByOrder}).Get(ctx, &res)
 	for _, tx := range res.Transactions {
 		p.compensated = append(p.compensated, tx.TransactionKey)
 		p.track(tx.TransactionKey)

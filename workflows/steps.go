@@ -4,13 +4,44 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
+	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/payguard/payguard/activities"
+	"github.com/payguard/payguard/gateway"
 	"github.com/payguard/payguard/status"
 )
+
+// payment is the state of one PaymentWorkflow (or RecoverWorkflow) run.
+type payment struct {
+	in        PaymentInput
+	tuning    Tuning
+	state     State
+	log       log.Logger
+	callbacks workflow.ReceiveChannel
+	hints     workflow.ReceiveChannel // LookupHintSignal
+
+	keys           []string             // every gateway transaction of this order we know of
+	closed         map[string]bool      // those known FAILED or CANCELLED: nothing left to cancel
+	maybeAtGateway bool                 // a create was accepted or may have been
+	unknownSince   time.Time            // when the latest create's outcome became unknown
+	outcome        *gateway.Transaction // the first definitive answer
+	compensated    []string             // transactions cancelled by compensation
+	recalled       *gateway.Transaction // the answer an earlier run of the first task settled (recall)
+	resends        int                  // re-sends authorised so far
+	hintLooked     bool                 // a lookup hint was looked up since the last regular poll (hints.go)
+	retryAfter     time.Duration        // the latest poll's breaker was open: when it may let one through
+}
+
+// track adds a transaction of the order to those it knows of.
+func (p *payment) track(key string) {
+	if key != "" && !slices.Contains(p.keys, key) {
+		p.keys = append(p.keys, key)
+	}
+}
 
 // setStatus updates the query state and the search attributes together.
 // A final order status never moves.
@@ -22,7 +53,7 @@ func (p *payment) setStatus(ctx workflow.Context, order status.Order, pay status
 // setState updates the query state only; publish brings the search
 // attributes up to it.
 func (p *payment) setState(order status.Order, pay status.Payment) {
-	if p.v >= moneySafe && p.state.Status.Final() && order != "" && order != p.state.Status {
+	if p.state.Status.Final() && order != "" && order != p.state.Status {
 		p.log.Warn("order already final; status kept", "status", p.state.Status, "refused", order)
 		order = ""
 	}
@@ -47,7 +78,7 @@ func (p *payment) publish(ctx workflow.Context) {
 		}
 		// Each upsert is a write to the server's visibility store; one that
 		// changes nothing (the starter sets RESERVING at start) is skipped.
-		if was, ok := current.GetKeyword(kv.key); p.v >= localSteps && ok && was == kv.value {
+		if was, ok := current.GetKeyword(kv.key); ok && was == kv.value {
 			continue
 		}
 		updates = append(updates, kv.key.ValueSet(kv.value))
@@ -61,8 +92,7 @@ func (p *payment) publish(ctx workflow.Context) {
 }
 
 // dbStep runs one of the order's database activities (Reserve, Settle,
-// CancelOrder, RecordEvent). From localSteps on it is a local activity, run
-// by the worker inside the workflow task that asks for it: a regular one
+// CancelOrder, RecordEvent) as a local activity, run by the worker inside the workflow task that asks for it: a regular one
 // costs two more task hops through the server and a workflow task of its
 // own (docs/design.md §2). Each is one short transaction, idempotent, so a
 // retry repeats it harmlessly, and a worker lost mid-task runs it again on
@@ -70,9 +100,6 @@ func (p *payment) publish(ctx workflow.Context) {
 func (p *payment) dbStep(ctx workflow.Context, summary string, activity, in any) workflow.Future {
 	regular := func() workflow.Future {
 		return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, databaseOptions(summary)), activity, in)
-	}
-	if p.v < localSteps {
-		return regular()
 	}
 	local := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, localDatabaseOptions(summary)), activity, in)
 	done, settable := workflow.NewFuture(ctx)

@@ -16,7 +16,7 @@ import (
 	"github.com/payguard/payguard/workflows"
 )
 
-// From money-safety version 3 the wait keeps one timer: the next poll,
+// The wait keeps one timer: the next poll,
 // brought forward to the deadline when that comes first (await,
 // pollTimer). These pin that the deadline is kept to the second however it
 // meets the polls, and that no extra lookup is spent on it.

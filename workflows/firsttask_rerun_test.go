@@ -15,9 +15,9 @@ import (
 	"github.com/payguard/payguard/store"
 )
 
-// A run of the first workflow task again (money-safety version 4): Reserve
-// answers the order as an earlier run of the task left it. The real-server
-// cases are in worker/service/rerun_test.go; these pin each branch.
+// A run of the first workflow task again: Reserve answers the order as an
+// earlier run of the task left it. The real-server cases are with the e2e
+// tests; these pin each branch.
 
 // reserveFinds makes Reserve answer the order as an earlier run left it, and
 // an operator's cancel come with it (as in a run again, it is in the history
