@@ -232,3 +232,29 @@ func TestAnotherLiveTransactionIsCancelledWhenTheOrderConfirms(t *testing.T) {
 	require.Len(t, r.cancels, 1)
 	assert.Equal(t, []string{"other"}, r.cancels[0].TransactionKeys)
 }
+
+// A recovery that finds nothing at the gateway and no create that may have
+// reached it compensates with the same fence as every payment: CancelOrder
+// is told no search was made, so a create answered between the recovery's
+// look and its cancel is refused, searched for and cancelled, never left
+// charged on a CANCELLED order.
+func TestRecoveryCancelIsFenced(t *testing.T) {
+	r := newRun(t)
+	r.env.RegisterActivity(sw)
+	r.env.OnActivity(sw.ReadRecoveryOrder, mock.Anything, mock.Anything).Return(activities.RecoveryOrder{Found: true,
+		Order: store.Order{OrderID: orderID, ProductID: "P1", Quantity: 2, Amount: amount, UserID: "u1",
+			Status: status.OrderRequesting}}, nil)
+	r.lookupReturns(func(activities.LookupInput) (activities.LookupResult, error) { return activities.LookupResult{}, nil })
+	r.cancelOrderFirst = []error{temporal.NewNonRetryableApplicationError("a create of the order may have reached the gateway",
+		activities.ErrGatewayNotSearched, nil)}
+	r.cancelsSucceed(1)
+	r.env.ExecuteWorkflow(workflows.RecoverWorkflowName, workflows.RecoverInput{OrderID: orderID})
+	require.True(t, r.env.IsWorkflowCompleted())
+	require.NoError(t, r.env.GetWorkflowError())
+	require.Len(t, r.orderEnd, 2)
+	assert.True(t, r.orderEnd[0].Unsearched, "the recovery's first CancelOrder says it did not search")
+	require.Len(t, r.cancels, 1)
+	assert.True(t, r.cancels[0].SearchByOrder, "refused: the gateway searched by order id")
+	assert.False(t, r.orderEnd[1].Unsearched)
+	assert.Equal(t, status.PaymentRefunded, r.orderEnd[1].Payment, "the charge found was refunded")
+}
