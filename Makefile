@@ -13,7 +13,7 @@ TEMPORAL      := $(BIN)/temporal
 STATICCHECK   := $(BIN)/staticcheck
 WORKFLOWCHECK := $(BIN)/workflowcheck
 
-.PHONY: help tools postgres codec-key check fmt-check vet staticcheck workflowcheck test test-short ci build demo chaos chaos-ci bench dev-server pgsim worker record-histories chromium promtool
+.PHONY: help tools postgres codec-key check fmt-check vet staticcheck workflowcheck test test-short ci build demo chaos chaos-ci bench dev-server pgsim worker record-histories config-doc chromium promtool
 
 help:
 	@echo "make demo   - the outage demo on the real stack (see README)"
@@ -23,6 +23,7 @@ help:
 	@echo "make chaos  - seeded faults on the real stack, books checked (SEED=1 SEEDS=20 CHAOS_ARGS=...)"
 	@echo "make codec-key - a development payload codec key in $(CODEC_KEY_FILE) (the demo makes one itself)"
 	@echo "make bench  - payguard beside a no-op workflow on one stack: table, bench-out/report.json, report.svg (BENCH_ARGS=...)"
+	@echo "make config-doc - regenerate docs/configuration.md from the programs' flag sets"
 
 $(TEMPORAL):
 	@echo "Building the temporal CLI $(TEMPORAL_CLI_VERSION) (first time: 2-3 minutes)..."
@@ -130,6 +131,12 @@ bench: $(TEMPORAL) postgres build
 # Re-record workflows/testdata from real runs of each workflow path.
 record-histories: $(TEMPORAL) postgres
 	PAYGUARD_RECORD_HISTORIES=1 PAYGUARD_TEST_CODEC_KEY_FILE=$(CURDIR)/workflows/testdata/codec-test-keys PAYGUARD_TEMPORAL_CLI=$(TEMPORAL) go test -count=1 -run TestRecordReplayHistories ./e2e/
+
+# docs/configuration.md from every program's flag set; its test
+# (internal/configdoc) fails when the two differ. Without VCS stamping, as
+# a test binary is built, so both see the same build.
+config-doc:
+	go run -buildvcs=false ./internal/configdoc -o docs/configuration.md
 
 # The pieces of the stack, one per terminal, for running it by hand.
 dev-server: $(TEMPORAL)

@@ -40,8 +40,9 @@ const (
 
 // Common are the settings shared by the worker and the starter.
 type Common struct {
-	// TemporalAddress and Namespace, when set (the flags), win over the
-	// environment and the client config profile (ClientOptions).
+	// TemporalAddress and Namespace, when set (the flags, defaulting from
+	// TEMPORAL_ADDRESS and TEMPORAL_NAMESPACE), win over the client config
+	// profile (ClientOptions).
 	TemporalAddress string
 	Namespace       string
 	// CodecKeys is the payload codec's key ring inline (PAYGUARD_CODEC_KEYS,
@@ -87,8 +88,8 @@ func GatewaySecret(getenv func(string) string) string {
 func (c *Common) Register(fs *flag.FlagSet, getenv func(string) string) {
 	c.getenv = getenv
 	c.CodecKeys = getenv(codec.KeysEnv)
-	fs.StringVar(&c.TemporalAddress, "temporal-address", "", "Temporal frontend host:port (default: env TEMPORAL_ADDRESS, else the client config profile's, else "+DefaultTemporalAddress+")")
-	fs.StringVar(&c.Namespace, "temporal-namespace", "", "Temporal namespace (default: env TEMPORAL_NAMESPACE, else the client config profile's, else "+DefaultNamespace+")")
+	fs.StringVar(&c.TemporalAddress, "temporal-address", getenv("TEMPORAL_ADDRESS"), "Temporal frontend host:port (default: env TEMPORAL_ADDRESS, else the client config profile's, else "+DefaultTemporalAddress+")")
+	fs.StringVar(&c.Namespace, "temporal-namespace", getenv("TEMPORAL_NAMESPACE"), "Temporal namespace (default: env TEMPORAL_NAMESPACE, else the client config profile's, else "+DefaultNamespace+")")
 	fs.StringVar(&c.CodecKeyFile, "codec-key-file", Env(getenv, codec.KeyFileEnv, codec.DevKeyFile),
 		"payload codec key ring file, lines id:base64-key, the first encrypts (env "+codec.KeyFileEnv+"; env "+codec.KeysEnv+" holds the ring inline and wins)")
 	fs.StringVar(&c.TaskQueue, "task-queue", Env(getenv, "TASK_QUEUE", DefaultTaskQueue), "task queue (env TASK_QUEUE)")

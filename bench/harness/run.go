@@ -51,8 +51,28 @@ func (o *Options) quick() {
 }
 
 func parseFlags(args []string, usage io.Writer) (Options, error) {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs, finish := newFlagSet()
 	fs.SetOutput(usage)
+	if err := fs.Parse(args); err != nil {
+		return Options{}, err
+	}
+	if fs.NArg() > 0 {
+		return Options{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	return finish()
+}
+
+// FlagSet is the bench's flag set as it reads it, unparsed
+// (docs/configuration.md is generated from it).
+func FlagSet() *flag.FlagSet {
+	fs, _ := newFlagSet()
+	return fs
+}
+
+// newFlagSet registers the bench's flags over fresh Options; finish
+// completes and validates them once the flags are parsed.
+func newFlagSet() (fs *flag.FlagSet, finish func() (Options, error)) {
+	fs = flag.NewFlagSet("bench", flag.ContinueOnError)
 	var o Options
 	var rates, workerArgs string
 	var big bool
@@ -71,12 +91,12 @@ func parseFlags(args []string, usage io.Writer) (Options, error) {
 	fs.BoolVar(&o.Eager, "eager", false, "start the dev server with eager activity execution and eager workflow start on")
 	fs.BoolVar(&o.Profile, "profile", false, "save the worker's CPU profile of each rate step as worker-cpu-<rate>.pprof in --out")
 	fs.StringVar(&o.Label, "label", "", "a name for this run in the report (e.g. the lever tried)")
-	if err := fs.Parse(args); err != nil {
-		return o, err
-	}
-	if fs.NArg() > 0 {
-		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
+	return fs, func() (Options, error) { return o.complete(rates, workerArgs, big) }
+}
+
+// complete fills in what the flags hold as text (the rates, the worker
+// args, --waiting-10k) and validates the options.
+func (o Options) complete(rates, workerArgs string, big bool) (Options, error) {
 	for _, r := range strings.Split(rates, ",") {
 		v, err := strconv.ParseFloat(strings.TrimSpace(r), 64)
 		if err != nil || v <= 0 || v > 1000 {

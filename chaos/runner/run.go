@@ -45,8 +45,35 @@ type Options struct {
 }
 
 func parse(args []string, stdout io.Writer) (Options, error) {
-	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
+	fs, o := newFlagSet()
 	fs.SetOutput(stdout)
+	if err := fs.Parse(args); err != nil {
+		return *o, err
+	}
+	if fs.NArg() > 0 {
+		return *o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	switch {
+	case o.Duration < 10*time.Second:
+		return *o, fmt.Errorf("--duration must be at least 10s, got %s", o.Duration)
+	case o.Rate <= 0 || o.Rate > 50 || math.IsNaN(o.Rate):
+		return *o, fmt.Errorf("--rate must be within (0, 50], got %v", o.Rate)
+	case o.OrderDeadline <= 0 || o.Settle <= 0:
+		return *o, errors.New("--order-deadline and --settle must be positive")
+	}
+	return *o, nil
+}
+
+// FlagSet is the chaos command's flag set as it reads it, unparsed
+// (docs/configuration.md is generated from it).
+func FlagSet() *flag.FlagSet {
+	fs, _ := newFlagSet()
+	return fs
+}
+
+// newFlagSet registers the chaos command's flags over fresh Options.
+func newFlagSet() (*flag.FlagSet, *Options) {
+	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
 	var o Options
 	fs.Uint64Var(&o.Seed, "seed", 1, "the schedule's seed: the same seed replays the same faults at the same offsets")
 	fs.DurationVar(&o.Duration, "duration", time.Minute, "how long orders are placed and faults injected")
@@ -57,21 +84,7 @@ func parse(args []string, stdout io.Writer) (Options, error) {
 	fs.StringVar(&o.Bin, "bin", "bin", "where the pgsim and worker binaries are (make build)")
 	fs.BoolVar(&o.KeepDB, "keep-db", false, "keep the run's database even when the run is clean")
 	fs.BoolVar(&o.IdempotencyKeys, "idempotency-keys", false, "run the workers with --idempotency-keys (pgsim honours keys)")
-	if err := fs.Parse(args); err != nil {
-		return o, err
-	}
-	if fs.NArg() > 0 {
-		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	switch {
-	case o.Duration < 10*time.Second:
-		return o, fmt.Errorf("--duration must be at least 10s, got %s", o.Duration)
-	case o.Rate <= 0 || o.Rate > 50 || math.IsNaN(o.Rate):
-		return o, fmt.Errorf("--rate must be within (0, 50], got %v", o.Rate)
-	case o.OrderDeadline <= 0 || o.Settle <= 0:
-		return o, errors.New("--order-deadline and --settle must be positive")
-	}
-	return o, nil
+	return fs, &o
 }
 
 // Products the orders buy, in turn.

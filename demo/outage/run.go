@@ -54,8 +54,30 @@ type Options struct {
 // Run is the demo's main: start the stack, run the outage, report, then keep
 // the stack up for the UI until Ctrl-C (or exit at once with --exit).
 func Run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs, o := newFlagSet(getenv)
 	fs.SetOutput(stdout)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if o.Workers < 1 || o.Workers > 9 {
+		return fmt.Errorf("--workers must be 1 to 9, got %d", o.Workers)
+	}
+	return run(ctx, *o, getenv, stdout)
+}
+
+// FlagSet is the demo's flag set as Run reads it, unparsed
+// (docs/configuration.md is generated from it).
+func FlagSet(getenv func(string) string) *flag.FlagSet {
+	fs, _ := newFlagSet(getenv)
+	return fs
+}
+
+// newFlagSet registers the demo's flags over fresh Options.
+func newFlagSet(getenv func(string) string) (*flag.FlagSet, *Options) {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	var o Options
 	fs.Float64Var(&o.Rate, "rate", 3, "orders per second")
 	fs.DurationVar(&o.Duration, "duration", 60*time.Second, "how long orders are placed")
@@ -66,15 +88,11 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	fs.StringVar(&o.Bin, "bin", "bin", "where temporal, pgsim and worker binaries are")
 	fs.IntVar(&o.Workers, "workers", 1, "worker processes, sharing the lookup and create breakers through PostgreSQL (1-9)")
 	fs.BoolVar(&o.Exit, "exit", getenv("DEMO_EXIT") == "1", "exit when done instead of keeping the stack up (env DEMO_EXIT=1)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return err
-	}
-	if o.Workers < 1 || o.Workers > 9 {
-		return fmt.Errorf("--workers must be 1 to 9, got %d", o.Workers)
-	}
+	return fs, &o
+}
+
+// run is the demo once its flags are read.
+func run(ctx context.Context, o Options, getenv func(string) string, stdout io.Writer) error {
 	workerAddrs := []string{workerAddr}
 	for i := 1; i < o.Workers; i++ {
 		host, port, _ := net.SplitHostPort(workerAddr)

@@ -46,8 +46,31 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 
 // ParseFlags reads pgsim's flags.
 func ParseFlags(args []string, getenv func(string) string, usage io.Writer) (Config, error) {
-	fs := flag.NewFlagSet("pgsim", flag.ContinueOnError)
+	fs, finish := newFlagSet(getenv)
 	fs.SetOutput(usage)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return Config{}, err
+		}
+		return Config{}, fmt.Errorf("pgsim: %w", err)
+	}
+	if fs.NArg() > 0 {
+		return Config{}, fmt.Errorf("pgsim: unexpected argument %q", fs.Arg(0))
+	}
+	return finish()
+}
+
+// FlagSet is pgsim's flag set as ParseFlags reads it, unparsed
+// (docs/configuration.md is generated from it).
+func FlagSet(getenv func(string) string) *flag.FlagSet {
+	fs, _ := newFlagSet(getenv)
+	return fs
+}
+
+// newFlagSet registers pgsim's flags over a fresh Config; finish completes
+// and validates it once they are parsed.
+func newFlagSet(getenv func(string) string) (fs *flag.FlagSet, finish func() (Config, error)) {
+	fs = flag.NewFlagSet("pgsim", flag.ContinueOnError)
 	d := DefaultFaults()
 	cfg := Config{Faults: d}
 	var secret string
@@ -83,22 +106,15 @@ func ParseFlags(args []string, getenv func(string) string, usage io.Writer) (Con
 	durationVar(fs, &f.Callback.Delay, "callback-delay", "delay before each callback")
 	fs.Float64Var(&f.Callback.DuplicateRate, "callback-duplicate-rate", 0, "share of callbacks sent twice")
 
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return Config{}, err
+	return fs, func() (Config, error) {
+		cfg.Seed = uint64(seed)
+		cfg.Secret = []byte(secret)
+		cfg.UnsignedCallbacks = !signed
+		if err := cfg.Faults.Validate(); err != nil {
+			return Config{}, fmt.Errorf("pgsim: %w", err)
 		}
-		return Config{}, fmt.Errorf("pgsim: %w", err)
+		return cfg, nil
 	}
-	if fs.NArg() > 0 {
-		return Config{}, fmt.Errorf("pgsim: unexpected argument %q", fs.Arg(0))
-	}
-	cfg.Seed = uint64(seed)
-	cfg.Secret = []byte(secret)
-	cfg.UnsignedCallbacks = !signed
-	if err := cfg.Faults.Validate(); err != nil {
-		return Config{}, fmt.Errorf("pgsim: %w", err)
-	}
-	return cfg, nil
 }
 
 type durationFlag struct{ d *Duration }

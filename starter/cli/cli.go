@@ -26,6 +26,9 @@ type Env struct {
 	Getenv func(string) string
 	Stdout io.Writer
 	Stderr io.Writer
+	// describe, when set, is handed the command's flag set in place of
+	// parsing it, and the command stops there (CommandFlags).
+	describe func(*flag.FlagSet)
 }
 
 const usage = `usage: starter <command> [flags]
@@ -56,25 +59,75 @@ func Run(ctx context.Context, args []string, env Env) error {
 	defer func() { _ = stopTracing(context.Background()) }()
 	cmd, rest := args[0], args[1:]
 	switch cmd {
-	case "order":
-		return runOrder(ctx, rest, env)
-	case "status":
-		return runStatus(ctx, rest, env)
-	case "cancel":
-		return runCancel(ctx, rest, env)
-	case "stock":
-		return runStock(ctx, rest, env)
-	case "callback":
-		return runCallback(ctx, rest, env)
-	case "load":
-		return runLoad(ctx, rest, env)
-	case "reconcile":
-		return runReconcile(ctx, rest, env)
 	case "help", "-h", "--help":
 		fmt.Fprintln(env.Stdout, usage)
 		return nil
 	}
-	return fmt.Errorf("unknown command %q (commands: order, status, cancel, stock, callback, load, reconcile)", cmd)
+	var names []string
+	for _, c := range commands {
+		if c.name == cmd {
+			return c.run(ctx, rest, env)
+		}
+		names = append(names, c.name)
+	}
+	return fmt.Errorf("unknown command %q (commands: %s)", cmd, strings.Join(names, ", "))
+}
+
+// commands are the starter's commands, as Run dispatches them.
+var commands = []struct {
+	name string
+	// subcommands are the values of the first argument of a command that
+	// takes one, each its own command line (CommandFlags).
+	subcommands []string
+	run         func(ctx context.Context, args []string, env Env) error
+}{
+	{name: "order", run: runOrder},
+	{name: "status", run: runStatus},
+	{name: "cancel", run: runCancel},
+	{name: "stock", subcommands: []string{"set", "show"}, run: runStock},
+	{name: "callback", run: runCallback},
+	{name: "load", run: runLoad},
+	{name: "reconcile", run: runReconcile},
+}
+
+// Commands names every command line the starter takes, a command with
+// subcommands once for each ("stock set").
+func Commands() []string {
+	var out []string
+	for _, c := range commands {
+		if len(c.subcommands) == 0 {
+			out = append(out, c.name)
+		}
+		for _, sub := range c.subcommands {
+			out = append(out, c.name+" "+sub)
+		}
+	}
+	return out
+}
+
+// errDescribed stops a command that handed its flags to Env.describe.
+var errDescribed = errors.New("flags described, command not run")
+
+// CommandFlags is the flag set of a command line Commands names, unparsed
+// (docs/configuration.md is generated from it). The command runs as far
+// as its parsing, which comes before anything it does.
+func CommandFlags(name string, getenv func(string) string) (*flag.FlagSet, error) {
+	words := strings.Fields(name)
+	if len(words) == 0 {
+		return nil, errors.New("no command given")
+	}
+	var fs *flag.FlagSet
+	env := Env{Getenv: getenv, Stdout: io.Discard, Stderr: io.Discard, describe: func(f *flag.FlagSet) { fs = f }}
+	for _, c := range commands {
+		if c.name != words[0] {
+			continue
+		}
+		if err := c.run(context.Background(), words[1:], env); !errors.Is(err, errDescribed) {
+			return nil, fmt.Errorf("starter %s did not reach its flags: %v", name, err)
+		}
+		return fs, nil
+	}
+	return nil, fmt.Errorf("unknown command %q", name)
 }
 
 // command is one parsed command line.
@@ -97,6 +150,10 @@ func newCommand(name string, env Env) *command {
 
 // parse accepts flags before, between and after positional arguments.
 func (c *command) parse(args []string, positional int) error {
+	if c.env.describe != nil {
+		c.env.describe(c.fs)
+		return errDescribed
+	}
 	for {
 		if err := c.fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {

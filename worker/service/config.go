@@ -72,8 +72,28 @@ const (
 
 // ParseFlags reads the worker's flags; defaults come from the environment.
 func ParseFlags(args []string, getenv func(string) string, usage io.Writer) (Config, error) {
-	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	fs, finish := newFlagSet(getenv)
 	fs.SetOutput(usage)
+	if err := fs.Parse(args); err != nil {
+		return Config{}, err
+	}
+	if fs.NArg() > 0 {
+		return Config{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	return finish()
+}
+
+// FlagSet is the worker's flag set as ParseFlags reads it, unparsed
+// (docs/configuration.md is generated from it).
+func FlagSet(getenv func(string) string) *flag.FlagSet {
+	fs, _ := newFlagSet(getenv)
+	return fs
+}
+
+// newFlagSet registers the worker's flags over a fresh Config; finish
+// completes and validates it once they are parsed.
+func newFlagSet(getenv func(string) string) (fs *flag.FlagSet, finish func() (Config, error)) {
+	fs = flag.NewFlagSet("worker", flag.ContinueOnError)
 	var c Config
 	c.Common.Register(fs, getenv)
 	c.Breaker, c.RequestBreaker = activities.DefaultBreakerSettings(), activities.DefaultRequestBreakerSettings()
@@ -101,14 +121,10 @@ func ParseFlags(args []string, getenv func(string) string, usage io.Writer) (Con
 	registerTuning(fs, &c)
 	fs.BoolVar(&c.Pprof, "pprof", false, "serve Go's profiler under /debug/pprof/ on --http-addr (make bench turns it on)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to wait for in-flight activities on shutdown")
-	if err := fs.Parse(args); err != nil {
-		return Config{}, err
+	return fs, func() (Config, error) {
+		c.CodecOrigins = config.SplitList(*origins)
+		return c, c.Validate()
 	}
-	if fs.NArg() > 0 {
-		return Config{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	c.CodecOrigins = config.SplitList(*origins)
-	return c, c.Validate()
 }
 
 // Validate checks every setting, naming each problem.
