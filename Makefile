@@ -122,7 +122,7 @@ chaos: $(TEMPORAL) postgres build
 chaos-ci:
 	$(MAKE) chaos SEED=1 SEEDS=1 CHAOS_ARGS="--duration 40s --rate 2 --order-deadline 20s --settle 2m"
 
-# The benchmark (docs/design.md §10): its own stack, ~6 minutes; BENCH_ARGS
+# The benchmark (docs/design.md §11, docs/bench.md): its own stack, ~6 minutes; BENCH_ARGS
 # takes its flags (--quick, --waiting-10k, --worker-args "...", --label L).
 BENCH_ARGS ?=
 bench: $(TEMPORAL) postgres build
