@@ -42,11 +42,16 @@ const (
 	// not send: retryable (it never reached the gateway), with
 	// NextRetryDelay set to when the breaker may let one through.
 	ErrRequestBreakerOpen = "RequestBreakerOpen"
-	ErrLookupFailed       = "LookupFailed" // retryable: a lookup got no definitive answer
-	ErrOutOfStock         = "OutOfStock"
-	ErrUnknownProduct     = "UnknownProduct"
-	ErrInvalidOrder       = "InvalidOrder"
-	ErrIllegalTransition  = "IllegalTransition"
+	// ErrDeadlinePassed: a create not sent because the order's deadline
+	// passed; ErrGrantExpired: a re-send not sent because its grant lapsed.
+	// Neither left; neither is retried.
+	ErrDeadlinePassed    = "CreateDeadlinePassed"
+	ErrGrantExpired      = "ResendGrantExpired"
+	ErrLookupFailed      = "LookupFailed" // retryable: a lookup got no definitive answer
+	ErrOutOfStock        = "OutOfStock"
+	ErrUnknownProduct    = "UnknownProduct"
+	ErrInvalidOrder      = "InvalidOrder"
+	ErrIllegalTransition = "IllegalTransition"
 	// ErrGatewayNotSearched: CancelOrder found a create that may have reached
 	// the gateway, which its caller did not search (SettleInput.Unsearched).
 	ErrGatewayNotSearched = "GatewayNotSearched"
@@ -94,8 +99,22 @@ type RequestInput struct {
 	// Temporal's attempt counter says; 0 is no bound.
 	Limit int `json:"limit,omitempty"`
 	// Grant authorises one create past an UNKNOWN one, after the gateway
-	// knew no transaction of the order (store.AttemptRequest.Grant).
-	Grant string `json:"grant,omitempty"`
+	// knew no transaction of the order (store.AttemptRequest.Grant), until
+	// GrantExpires.
+	Grant        string    `json:"grant,omitempty"`
+	GrantExpires time.Time `json:"grantExpires,omitzero"`
+	// Deadline is the order's: no retry of the create is asked for after
+	// it (the database refuses a create past it in any case).
+	Deadline time.Time `json:"deadline,omitzero"`
+}
+
+// notAfter is when the create may no longer leave: the deadline, or the
+// grant's lapse when sooner.
+func (in RequestInput) notAfter() time.Time {
+	if in.Grant != "" && !in.GrantExpires.IsZero() && (in.Deadline.IsZero() || in.GrantExpires.Before(in.Deadline)) {
+		return in.GrantExpires
+	}
+	return in.Deadline
 }
 
 // RequestResult is an accepted create.
@@ -112,6 +131,9 @@ type RequestFailure struct {
 	Attempts int    `json:"attempts,omitempty"` // the order's creates recorded in the database
 	Code     string `json:"code,omitempty"`
 	Message  string `json:"message,omitempty"`
+	// Answered: the gateway answered the create with a complete 5xx, so
+	// nothing of it is in flight and a lookup soon after is proof.
+	Answered bool `json:"answered,omitempty"`
 }
 
 // Transition is the detail of an ErrIllegalTransition refusal: the status

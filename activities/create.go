@@ -33,6 +33,12 @@ func (a *Activities) RequestPayment(ctx context.Context, in RequestInput) (Reque
 	if err := a.gateway.CheckCreate(in.OrderID, in.UserID, key); err != nil {
 		return RequestResult{}, nonRetryable(ErrInvalidOrder, err)
 	}
+	// Past the deadline or the grant, nothing is sent, and the breaker is
+	// not even asked: a create it held back ends here, not at its next
+	// half-open. The database checks both again before a create leaves.
+	if why := lapsed(in, time.Now()); why != "" {
+		return RequestResult{}, notSent(why, int(activity.GetInfo(ctx).Attempt), 0)
+	}
 	// The request breaker is asked first: a create it refuses is never
 	// recorded, so it neither counts against the order's creates nor
 	// touches an earlier UNKNOWN (store.BeginAttempt decides all that, and
@@ -44,7 +50,8 @@ func (a *Activities) RequestPayment(ctx context.Context, in RequestInput) (Reque
 		sendErr  error
 		took     time.Duration
 	)
-	req := store.AttemptRequest{OrderID: in.OrderID, IdempotencyKey: key, CallbackURL: a.cfg.CallbackURL, Grant: in.Grant, Limit: in.Limit}
+	req := store.AttemptRequest{OrderID: in.OrderID, IdempotencyKey: key, CallbackURL: a.cfg.CallbackURL, Grant: in.Grant,
+		GrantExpires: in.GrantExpires, Limit: in.Limit}
 	send := func() error {
 		begun, beginErr = a.store.BeginAttempt(ctx, req)
 		if beginErr != nil || !begun.Send {
@@ -69,19 +76,22 @@ func (a *Activities) RequestPayment(ctx context.Context, in RequestInput) (Reque
 		// acceptance), report it as the store's rule would, or a run whose
 		// tries are bounded could end on "never sent" with money taken.
 		if had, err := a.store.PeekAttempt(ctx, req); err == nil && !had.Send {
-			return a.report(ctx, in, had.Attempt, had.Count, had.Unresolved, false)
+			return a.report(ctx, in, had.Attempt, had.Count, had.Unresolved, false, false)
 		}
 		return RequestResult{}, temporal.NewApplicationErrorWithOptions("create not sent: "+err.Error(), ErrRequestBreakerOpen,
-			temporal.ApplicationErrorOptions{Cause: err, NextRetryDelay: delay, Category: temporal.ApplicationErrorCategoryBenign,
+			temporal.ApplicationErrorOptions{Cause: err, NextRetryDelay: until(delay, in.notAfter()), Category: temporal.ApplicationErrorCategoryBenign,
 				Details: []any{RequestFailure{Attempt: int(activity.GetInfo(ctx).Attempt), Message: err.Error()}}})
 	}
 	if beginErr != nil {
 		return RequestResult{}, storeError(beginErr)
 	}
+	if begun.Refused != "" {
+		return RequestResult{}, notSent(begun.Refused, int(activity.GetInfo(ctx).Attempt), begun.Count)
+	}
 	if !begun.Send {
 		activity.GetLogger(ctx).Warn("not sending: the order's latest create has an answer that stands",
 			"order_id", in.OrderID, "attempt_no", begun.Attempt.No, "outcome", begun.Attempt.Outcome)
-		return a.report(ctx, in, begun.Attempt, begun.Count, begun.Unresolved, false)
+		return a.report(ctx, in, begun.Attempt, begun.Count, begun.Unresolved, false, false)
 	}
 
 	err = sendErr
@@ -97,7 +107,47 @@ func (a *Activities) RequestPayment(ctx context.Context, in RequestInput) (Reque
 	attempt.Outcome, attempt.TransactionKey, attempt.Reason, attempt.Detail = answer.Outcome, answer.TransactionKey, answer.Reason, answer.Detail
 	keyedRetry := key != "" && answer.Reason != reasonKeyReused &&
 		(answer.Outcome == store.OutcomeUnknown || (begun.Unresolved && answer.Outcome == store.OutcomeUnreachable))
-	return a.report(ctx, in, attempt, begun.Count, begun.Unresolved, keyedRetry)
+	return a.report(ctx, in, attempt, begun.Count, begun.Unresolved, keyedRetry, answeredInFull(sendErr) && !begun.Unresolved)
+}
+
+// lapsed says why a create may not leave at now by the worker's clock
+// (store.RefusedDeadline, store.RefusedGrant), or "".
+func lapsed(in RequestInput, now time.Time) string {
+	switch {
+	case !in.Deadline.IsZero() && !now.Before(in.Deadline):
+		return store.RefusedDeadline
+	case in.Grant != "" && !in.GrantExpires.IsZero() && !now.Before(in.GrantExpires):
+		return store.RefusedGrant
+	}
+	return ""
+}
+
+// notSent is the error of a create not sent because its deadline passed or
+// its grant lapsed (why); count is the order's creates recorded, if known.
+func notSent(why string, tries, count int) error {
+	failure := RequestFailure{Attempt: tries, Attempts: count}
+	if why == store.RefusedGrant {
+		failure.Message = "re-send not sent: its grant lapsed; the order must be looked up again"
+		return nonRetryable(ErrGrantExpired, errors.New(failure.Message), failure)
+	}
+	failure.Message = "create not sent: the order's deadline has passed"
+	return nonRetryable(ErrDeadlinePassed, errors.New(failure.Message), failure)
+}
+
+// until caps a retry's delay at notAfter, so the last try comes when the
+// create is refused, not after the order (or the grant) should have ended.
+func until(delay time.Duration, notAfter time.Time) time.Duration {
+	if notAfter.IsZero() {
+		return delay
+	}
+	return max(min(delay, time.Until(notAfter)), time.Millisecond)
+}
+
+// answeredInFull: the gateway answered the create with a complete 5xx
+// body — it finished with the request, so nothing of it is in flight.
+func answeredInFull(err error) bool {
+	var gerr *gateway.Error
+	return errors.As(err, &gerr) && gerr.StatusCode >= 500 && gerr.Err == nil
 }
 
 // errNotSent is a create the store did not let out: nothing for the
@@ -223,10 +273,11 @@ func (a *Activities) undoLate(ctx context.Context, in RequestInput, ans store.An
 // whether the answer just came or was recorded by an earlier run. When an
 // earlier create may have reached the gateway (unresolved), a refusal or an
 // unreachable gateway proves nothing: the outcome is unknown. keyedRetry
-// says a retry with the same idempotency key is safe and useful.
-func (a *Activities) report(ctx context.Context, in RequestInput, at store.Attempt, count int, unresolved, keyedRetry bool) (RequestResult, error) {
+// says a retry with the same idempotency key is safe and useful; answered,
+// that the gateway answered this create in full (RequestFailure.Answered).
+func (a *Activities) report(ctx context.Context, in RequestInput, at store.Attempt, count int, unresolved, keyedRetry, answered bool) (RequestResult, error) {
 	tries := int(activity.GetInfo(ctx).Attempt)
-	failure := RequestFailure{Attempt: tries, Attempts: count, Code: at.Reason, Message: at.Detail}
+	failure := RequestFailure{Attempt: tries, Attempts: count, Code: at.Reason, Message: at.Detail, Answered: answered}
 	cause := errors.New(at.Detail)
 	outcome := at.Outcome
 	if unresolved && outcome != store.OutcomeAccepted {

@@ -53,7 +53,17 @@ type AttemptRequest struct {
 	Grant string
 	// Limit bounds the order's creates; 0 is no bound.
 	Limit int
+	// GrantExpires is when Grant lapses, by the database's clock: the grant
+	// stands on a lookup, and proves nothing once that lookup is old.
+	GrantExpires time.Time
 }
+
+// Why BeginAttempt refused a create that the order's attempts would allow
+// (Begun.Refused).
+const (
+	RefusedDeadline = "deadline" // the order's deadline has passed: no create leaves after it
+	RefusedGrant    = "grant"    // the re-send's grant has lapsed: look the order up again
+)
 
 // Begun is BeginAttempt's answer. When Send is true, Attempt is a new
 // attempt, recorded SENDING, to be sent now. Otherwise sending could charge
@@ -71,6 +81,10 @@ type Begun struct {
 	// gateway and nothing has cleared it. Whatever this create's answer,
 	// the order's outcome is then unknown until the gateway is asked.
 	Unresolved bool
+	// Refused says why a create the attempts would allow was not sent
+	// (RefusedDeadline, RefusedGrant); "" otherwise. Attempt is then the
+	// latest, if any.
+	Refused string
 }
 
 // unresolved lists the UNKNOWN attempts among attempts that no later
@@ -133,6 +147,11 @@ func (s *Store) BeginAttempt(ctx context.Context, req AttemptRequest) (Begun, er
 		if orderStatus.Final() {
 			return &TransitionError{Entity: "order", OrderID: req.OrderID, From: string(orderStatus), To: "a new payment attempt"}
 		}
+		var deadline *time.Time
+		var now time.Time
+		if err := tx.QueryRow(ctx, `SELECT deadline, now() FROM orders WHERE order_id = $1`, req.OrderID).Scan(&deadline, &now); err != nil {
+			return fmt.Errorf("read deadline: %w", err)
+		}
 		if err := closeLost(ctx, tx, req.OrderID, "the sender stopped before recording the answer"); err != nil {
 			return err
 		}
@@ -141,6 +160,13 @@ func (s *Store) BeginAttempt(ctx context.Context, req AttemptRequest) (Begun, er
 			return err
 		}
 		if b = decide(attempts, req); !b.Send {
+			return nil
+		}
+		if b.Refused = refusal(deadline, now, req); b.Refused != "" {
+			b.Send = false
+			if len(attempts) > 0 {
+				b.Attempt = attempts[len(attempts)-1]
+			}
 			return nil
 		}
 		a := Attempt{OrderID: req.OrderID, State: "SENDING", IdempotencyKey: req.IdempotencyKey, Grant: req.Grant,
@@ -176,6 +202,17 @@ func decide(attempts []Attempt, req AttemptRequest) Begun {
 		b.Attempt = attempts[len(attempts)-1]
 	}
 	return b
+}
+
+// refusal is why a create the attempts allow may not leave now, or "".
+func refusal(deadline *time.Time, now time.Time, req AttemptRequest) string {
+	switch {
+	case deadline != nil && !now.Before(*deadline):
+		return RefusedDeadline
+	case req.Grant != "" && !req.GrantExpires.IsZero() && !now.Before(req.GrantExpires):
+		return RefusedGrant
+	}
+	return ""
 }
 
 // PeekAttempt is what BeginAttempt would answer now, with nothing written:

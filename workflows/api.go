@@ -130,19 +130,24 @@ type RefundInput struct {
 // workflow reads them once through a side effect, so a worker restarted with
 // other flags still replays the histories it already has.
 type Tuning struct {
-	RequestAttempts int           `json:"requestAttempts"` // creates per order, re-sends included
+	RequestAttempts int           `json:"requestAttempts"` // creates per order, re-sends included; 0: until the deadline
 	RequestTimeout  time.Duration `json:"requestTimeout"`  // StartToClose of one create: above the HTTP timeouts
 	LookupTimeout   time.Duration `json:"lookupTimeout"`
-	UnknownGrace    time.Duration `json:"unknownGrace"` // no transaction this long after an unknown create: re-send
-	PollInitial     time.Duration `json:"pollInitial"`
-	PollMax         time.Duration `json:"pollMax"`
+	UnknownGrace    time.Duration `json:"unknownGrace"` // no transaction this long after a timed-out create: re-send
+	// AnsweredGrace is the wait before the lookup that follows a create
+	// the gateway answered 5xx (nothing in flight), doubled after each
+	// re-send up to PollMax.
+	AnsweredGrace time.Duration `json:"answeredGrace"`
+	PollInitial   time.Duration `json:"pollInitial"`
+	PollMax       time.Duration `json:"pollMax"`
 }
 
 // The worker's flag defaults for the tuning it passes the workflow; its
 // flags and DefaultTuning both read them, so the two cannot drift apart.
 const (
-	DefaultRequestAttempts = 3
+	DefaultRequestAttempts = 0 // bounded by the order's deadline alone
 	DefaultUnknownGrace    = 10 * time.Second
+	DefaultAnsweredGrace   = time.Second
 	DefaultPollInitial     = 5 * time.Second
 	DefaultPollMax         = time.Minute
 )
@@ -153,12 +158,13 @@ const (
 func CallTimeout(connect, read time.Duration) time.Duration { return connect + read + 5*time.Second }
 
 // NewTuning derives the workflow tuning from the worker's settings.
-func NewTuning(connect, read time.Duration, requestAttempts int, unknownGrace, pollInitial, pollMax time.Duration) Tuning {
+func NewTuning(connect, read time.Duration, requestAttempts int, unknownGrace, answeredGrace, pollInitial, pollMax time.Duration) Tuning {
 	return Tuning{
 		RequestAttempts: requestAttempts,
 		RequestTimeout:  CallTimeout(connect, read),
 		LookupTimeout:   CallTimeout(connect, read),
 		UnknownGrace:    unknownGrace,
+		AnsweredGrace:   answeredGrace,
 		PollInitial:     pollInitial,
 		PollMax:         pollMax,
 	}
@@ -167,5 +173,5 @@ func NewTuning(connect, read time.Duration, requestAttempts int, unknownGrace, p
 // DefaultTuning is the tuning a worker started with default flags passes.
 func DefaultTuning() Tuning {
 	return NewTuning(gateway.DefaultConnectTimeout, gateway.DefaultReadTimeout,
-		DefaultRequestAttempts, DefaultUnknownGrace, DefaultPollInitial, DefaultPollMax)
+		DefaultRequestAttempts, DefaultUnknownGrace, DefaultAnsweredGrace, DefaultPollInitial, DefaultPollMax)
 }

@@ -37,7 +37,7 @@ func (p *payment) await(ctx workflow.Context) awaitEnd {
 	timerCtx, cancelTimers := workflow.WithCancel(ctx)
 	defer cancelTimers()
 	delay := p.tuning.PollInitial
-	poll := p.pollTimer(timerCtx, delay)
+	poll := p.pollTimer(timerCtx, p.pollIn(ctx, delay))
 	for p.outcome == nil {
 		pollDue := false
 		sel := workflow.NewSelector(ctx)
@@ -61,14 +61,14 @@ func (p *payment) await(ctx workflow.Context) awaitEnd {
 		case pollDue:
 			p.hintLooked = false
 			p.poll(ctx, false)
-			if p.outcome == nil && ctx.Err() == nil && p.resendDue(ctx) {
+			if p.outcome == nil && ctx.Err() == nil && p.resendDue() {
 				p.resend(ctx)
 			}
 			if p.cancelTakes(ctx) {
 				return endCancelled
 			}
 			delay = min(delay*2, p.tuning.PollMax)
-			poll = p.pollTimer(timerCtx, p.nextPoll(delay))
+			poll = p.pollTimer(timerCtx, p.pollIn(ctx, p.nextPoll(delay)))
 		}
 	}
 	return endOutcome
@@ -81,6 +81,15 @@ func (p *payment) pollTimer(ctx workflow.Context, d time.Duration) workflow.Futu
 		return workflow.NewTimerWithOptions(ctx, left, workflow.TimerOptions{Summary: "order deadline"})
 	}
 	return workflow.NewTimerWithOptions(ctx, d, workflow.TimerOptions{Summary: "next status poll (the deadline is later)"})
+}
+
+// pollIn brings the next poll, due in d, forward to when a lookup may
+// justify a re-send (proofDue), if that is sooner.
+func (p *payment) pollIn(ctx workflow.Context, d time.Duration) time.Duration {
+	if due := p.proofDue.Sub(workflow.Now(ctx)); due > 0 && due < d && len(p.keys) == 0 {
+		return due
+	}
+	return d
 }
 
 // nextPoll is the delay to the next regular poll. After an open lookup

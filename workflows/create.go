@@ -14,7 +14,7 @@ import (
 )
 
 // The create: sending the charge request, and re-sending it only when the
-// gateway provably never took it.
+// gateway provably never took it, as often as the deadline allows.
 
 type sendResult int
 
@@ -22,21 +22,44 @@ const (
 	sendAccepted sendResult = iota
 	sendUnknown
 	sendRejected
-	sendUnreachable
+	sendUnreachable // never left: unreachable (or refused by the request breaker) until the create's budget ran out
+	sendExpired     // not sent: the order's deadline passed
+	sendLapsed      // not sent: the re-send's grant lapsed before the create could leave
 )
 
+// grantLife is how long a re-send's grant stands after the lookup that
+// justified it: a lookup proves nothing of a gateway it looked at long ago.
+// A re-send held back longer (the request breaker open) is not sent; the
+// order is looked up again.
+const grantLife = 5 * time.Second
+
 // send runs the create and classifies how it ended. grant authorises a
-// re-send past an unknown outcome ("" for the first send).
+// re-send past an unknown outcome until grantExpires ("" for the first
+// send).
 //
 // The create's budget is counted by the activity in the database, where a
 // create that timed out still counts, and Temporal retries without an
-// attempt limit: a database outage before anything is sent is waited out,
-// and every ending is one of the four results, never an error.
-func (p *payment) send(ctx workflow.Context, grant string) (sendResult, error) {
+// attempt limit until the order's deadline: a dead gateway or a database
+// outage before anything is sent is waited out, no create leaves after the
+// deadline (the database refuses it), and every ending is one of the
+// results, never an error.
+func (p *payment) send(ctx workflow.Context, grant string, grantExpires time.Time) (sendResult, error) {
+	left := p.state.Deadline.Sub(workflow.Now(ctx))
+	if left <= 0 {
+		return sendExpired, nil
+	}
 	in := activities.RequestInput{OrderID: p.in.OrderID, Amount: p.in.Amount, UserID: p.in.UserID, CardType: p.in.CardType,
-		CardNo: p.in.CardNo, Limit: p.tuning.RequestAttempts, Grant: grant}
+		CardNo: p.in.CardNo, Limit: p.tuning.RequestAttempts, Grant: grant, GrantExpires: grantExpires, Deadline: p.state.Deadline}
+	budget := ""
+	if p.tuning.RequestAttempts > 0 {
+		budget = fmt.Sprintf(" of at most %d", p.tuning.RequestAttempts)
+	}
 	opts := workflow.ActivityOptions{
-		StartToCloseTimeout: p.tuning.RequestTimeout,
+		// The last try comes at the deadline (the activity paces its
+		// retries to it) and is refused there; one already on the wire may
+		// finish.
+		ScheduleToCloseTimeout: left + p.tuning.RequestTimeout,
+		StartToCloseTimeout:    p.tuning.RequestTimeout,
 		// An operator's cancel must not leave a create on the wire behind our
 		// back: wait for it to end, then compensation knows what to look for.
 		WaitForCancellation: true,
@@ -48,8 +71,8 @@ func (p *payment) send(ctx workflow.Context, grant string) (sendResult, error) {
 			// again guards against a future activity that forgets.
 			NonRetryableErrorTypes: createAnswers,
 		},
-		Summary: fmt.Sprintf("Charge %d for order %s (%s card %s, create %d of at most %d)", p.in.Amount, p.in.OrderID,
-			p.in.CardType, gateway.MaskCardNo(p.in.CardNo), p.state.Attempts+1, p.tuning.RequestAttempts),
+		Summary: fmt.Sprintf("Charge %d for order %s (%s card %s, create %d%s)", p.in.Amount, p.in.OrderID,
+			p.in.CardType, gateway.MaskCardNo(p.in.CardNo), p.state.Attempts+1, budget),
 	}
 	var res activities.RequestResult
 	regular, err := p.sendLocally(ctx, in, opts, &res)
@@ -75,10 +98,16 @@ func (p *payment) send(ctx workflow.Context, grant string) (sendResult, error) {
 	// for it is classified like any other: a refusal recorded FAILED must be
 	// settled FAILED, not compensated.
 	var appErr *temporal.ApplicationError
+	var failure activities.RequestFailure
 	if errors.As(err, &appErr) {
-		var failure activities.RequestFailure
 		if appErr.HasDetails() {
 			_ = appErr.Details(&failure)
+		}
+		switch appErr.Type() {
+		case activities.ErrDeadlinePassed:
+			return sendExpired, nil
+		case activities.ErrGrantExpired:
+			return sendLapsed, nil
 		}
 		p.countAttempts(max(failure.Attempt, 1), failure.Attempts)
 		switch appErr.Type() {
@@ -95,7 +124,7 @@ func (p *payment) send(ctx workflow.Context, grant string) (sendResult, error) {
 		// outcome is unknown, never "payment failed".
 	}
 	p.maybeAtGateway = true
-	p.unknownSince = workflow.Now(ctx)
+	p.proofDue = workflow.Now(ctx).Add(p.proofGrace(failure.Answered))
 	p.setStatus(ctx, status.OrderPending, status.PaymentUnknown)
 	p.log.Warn("create outcome unknown; looking the order up instead of re-sending", "error", err)
 	return sendUnknown, nil
@@ -154,32 +183,53 @@ func (p *payment) countAttempts(tries, recorded int) {
 	p.state.Attempts += tries
 }
 
-// resendDue: the latest create's outcome is unknown, the grace period has
-// passed and the gateway still knows no transaction of this order — so it
-// never took the request, and sending again cannot charge twice.
-func (p *payment) resendDue(ctx workflow.Context) bool {
-	if p.unknownSince.IsZero() {
-		return false // no create's outcome was ever unknown: nothing to re-send
+// proofGrace is the wait after an unknown create before the lookup that
+// may justify a re-send. A create the gateway answered in full (a 5xx with
+// its body) has nothing in flight: the lookup comes after AnsweredGrace,
+// doubled with each re-send up to PollInitial, so a flaky gateway's 500s
+// are re-sent again and again until the deadline. A create that timed out
+// may still be on the wire: UnknownGrace.
+func (p *payment) proofGrace(answered bool) time.Duration {
+	if !answered {
+		return p.tuning.UnknownGrace
 	}
-	return p.state.TransactionKey == "" && len(p.keys) == 0 &&
-		p.state.LastLookup != nil && p.state.LastLookup.Result == lookupNotFound &&
-		workflow.Now(ctx).Sub(p.unknownSince) >= p.tuning.UnknownGrace &&
-		p.state.Attempts < p.tuning.RequestAttempts
+	limit := max(p.tuning.AnsweredGrace, p.tuning.PollInitial)
+	g := p.tuning.AnsweredGrace
+	for i := 0; i < p.resends && g < limit; i++ {
+		g *= 2
+	}
+	return min(g, limit)
 }
 
+// resendDue: a lookup by order id made once the grace after the latest
+// unknown create had passed found no transaction of the order — so the
+// gateway never took the request, and sending again cannot charge twice —
+// and the create budget, if there is one, is not spent.
+func (p *payment) resendDue() bool {
+	l := p.state.LastLookup
+	if p.proofDue.IsZero() || p.state.TransactionKey != "" || len(p.keys) > 0 ||
+		l == nil || l.Result != lookupNotFound || l.At.Before(p.proofDue) {
+		return false
+	}
+	return p.tuning.RequestAttempts == 0 || p.state.Attempts < p.tuning.RequestAttempts
+}
+
+// resend sends the create again under a grant that stands as long as the
+// lookup behind it.
 func (p *payment) resend(ctx workflow.Context) {
-	p.log.Info("no transaction after the grace period; sending the create again", "attempts", p.state.Attempts)
-	p.record(ctx, activities.KindAnomaly, "create re-sent: no transaction at the gateway after the grace period", nil)
+	p.log.Info("no transaction at the gateway after the grace period; sending the create again", "attempts", p.state.Attempts)
 	p.setStatus(ctx, "", status.PaymentRequested)
 	p.resends++
-	sent, err := p.send(ctx, fmt.Sprintf("resend-%d", p.resends))
+	sent, err := p.send(ctx, fmt.Sprintf("resend-%d", p.resends), p.state.LastLookup.At.Add(grantLife))
 	switch {
 	case err != nil:
 		p.log.Error("re-send failed", "error", err)
 	case sent == sendRejected:
 		p.outcome = &gateway.Transaction{OrderID: p.in.OrderID, Amount: p.in.Amount, Status: gateway.StatusFailed, Reason: p.state.Reason}
-	case sent == sendUnreachable:
-		// Still nothing at the gateway: keep waiting for the deadline.
+	case sent == sendUnreachable, sent == sendExpired, sent == sendLapsed:
+		// Not sent: nothing new at the gateway. Look again after the
+		// grace, until the deadline.
+		p.proofDue = workflow.Now(ctx).Add(p.proofGrace(true))
 		p.setStatus(ctx, "", status.PaymentUnknown)
 	}
 }

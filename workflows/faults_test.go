@@ -125,7 +125,7 @@ func TestFinalStatusNeverMovesAfterCompensation(t *testing.T) {
 // --request-attempts 3 nothing is re-sent however long the gateway knows
 // nothing.
 func TestCreateAttemptsAreCountedFromTheDatabase(t *testing.T) {
-	r := newRun(t)
+	r := newTunedRun(t, func(tu *workflows.Tuning) { tu.RequestAttempts = 3 })
 	r.requestReturns(func() (activities.RequestResult, error) {
 		return activities.RequestResult{}, temporal.NewNonRetryableApplicationError("read timeout", activities.ErrGatewayOutcomeUnknown,
 			errors.New("read timeout"), activities.RequestFailure{Attempt: 1, Attempts: 3})

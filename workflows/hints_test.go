@@ -83,7 +83,7 @@ func TestHintLookupsAreRateLimited(t *testing.T) {
 
 // A create "accepted" with no transaction key (the client takes a
 // 200 SUCCESS envelope with data {} as acceptance) leaves the workflow with
-// no key and a zero unknownSince: while the gateway knows nothing by order
+// no key and no unknown create: while the gateway knows nothing by order
 // id, resendDue is true at every poll, so the workflow records a false
 // "create re-sent" anomaly and flips the payment to REQUESTED at each poll
 // (the store refuses the actual send: the ACCEPTED attempt stands). The

@@ -11,6 +11,7 @@ package workflows
 
 import (
 	"fmt"
+	"time"
 
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
@@ -85,10 +86,10 @@ func (p *payment) run(ctx workflow.Context) (State, error) {
 	}
 
 	p.setState(status.OrderRequesting, status.PaymentRequested) // published by send if it must wait
-	sent, err := p.send(ctx, "")
+	sent, err := p.send(ctx, "", time.Time{})
 	// A create the gateway answered is settled even under a cancel: an
 	// answer delivered with it (a callback) must not be compensated.
-	if ctx.Err() != nil && (err != nil || sent == sendUnreachable) {
+	if ctx.Err() != nil && (err != nil || sent == sendUnreachable || sent == sendExpired) {
 		return p.cancelled(ctx)
 	}
 	if err != nil {
@@ -101,6 +102,8 @@ func (p *payment) run(ctx workflow.Context) (State, error) {
 	case sendUnreachable:
 		p.log.Warn("gateway unreachable on every try; nothing was charged")
 		return p.compensate(ctx, "gateway unreachable on every try")
+	case sendExpired:
+		return p.deadlinePassed(ctx, p.settle)
 	}
 
 	switch p.await(ctx) {

@@ -58,12 +58,19 @@ type run struct {
 	events   []activities.EventInput
 }
 
-func newRun(t *testing.T) *run {
+func newRun(t *testing.T) *run { return newTunedRun(t, nil) }
+
+// newTunedRun is newRun with the worker's tuning adjusted by tune.
+func newTunedRun(t *testing.T, tune func(*workflows.Tuning)) *run {
 	r := &run{}
 	r.env = r.NewTestWorkflowEnvironment()
 	r.env.SetTestTimeout(30 * time.Second)
 	r.start = r.env.Now()
-	workflows.New(workflows.DefaultTuning()).Register(r.env)
+	tuning := workflows.DefaultTuning()
+	if tune != nil {
+		tune(&tuning)
+	}
+	workflows.New(tuning).Register(r.env)
 	r.env.RegisterActivity(a)
 	r.env.OnActivity(a.CancelOrder, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.SettleInput) error {
 		r.mu.Lock()

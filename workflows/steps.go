@@ -27,7 +27,7 @@ type payment struct {
 	keys           []string             // every gateway transaction of this order we know of
 	closed         map[string]bool      // those known FAILED or CANCELLED: nothing left to cancel
 	maybeAtGateway bool                 // a create was accepted or may have been
-	unknownSince   time.Time            // when the latest create's outcome became unknown
+	proofDue       time.Time            // from when a lookup that finds nothing justifies a re-send
 	outcome        *gateway.Transaction // the first definitive answer
 	compensated    []string             // transactions cancelled by compensation
 	recalled       *gateway.Transaction // the answer an earlier run of the first task settled (recall)

@@ -28,7 +28,7 @@ type Stack struct {
 // FastConfig shortens the worker's waits so tests run in seconds.
 func FastConfig() service.Config {
 	return service.Config{
-		ConnectTimeout: 500 * time.Millisecond, ReadTimeout: time.Second, RequestAttempts: 3,
+		ConnectTimeout: 500 * time.Millisecond, ReadTimeout: time.Second,
 		UnknownGrace: time.Second, PollInitial: 500 * time.Millisecond, PollMax: 2 * time.Second,
 		Breaker:         activities.BreakerSettings{Window: 10 * time.Second, MinCalls: 5, FailureRate: 0.5, OpenFor: 2 * time.Second, HalfOpenCalls: 3},
 		ShutdownTimeout: 5 * time.Second,

@@ -24,9 +24,11 @@ type Config struct {
 	RequestAttempts int
 	IdempotencyKeys bool
 	UnknownGrace    time.Duration
-	PollInitial     time.Duration
-	PollMax         time.Duration
-	Breaker         activities.BreakerSettings
+	// AnsweredGrace: zero (a Config built in code) takes the default.
+	AnsweredGrace time.Duration
+	PollInitial   time.Duration
+	PollMax       time.Duration
+	Breaker       activities.BreakerSettings
 	// RequestBreaker is the create breaker's; the zero value (a Config
 	// built in code) takes activities.DefaultRequestBreakerSettings.
 	RequestBreaker activities.BreakerSettings
@@ -100,9 +102,10 @@ func newFlagSet(getenv func(string) string) (fs *flag.FlagSet, finish func() (Co
 	fs.StringVar(&c.HTTPAddr, "http-addr", config.DefaultWorkerAddr, "listen address of the callback, health and metrics endpoints")
 	fs.DurationVar(&c.ConnectTimeout, "connect-timeout", gateway.DefaultConnectTimeout, "gateway dial timeout: a failure within it never reached the gateway")
 	fs.DurationVar(&c.ReadTimeout, "read-timeout", gateway.DefaultReadTimeout, "gateway answer timeout: a failure within it has an unknown outcome")
-	fs.IntVar(&c.RequestAttempts, "request-attempts", workflows.DefaultRequestAttempts, "creates per order (retries of unreachable and grace-period re-sends)")
+	fs.IntVar(&c.RequestAttempts, "request-attempts", workflows.DefaultRequestAttempts, "creates per order at most (retries of unreachable and re-sends); 0: as many as the order's deadline allows")
 	fs.BoolVar(&c.IdempotencyKeys, "idempotency-keys", false, "send an Idempotency-Key derived from the order id (only for gateways that honour it)")
-	fs.DurationVar(&c.UnknownGrace, "unknown-grace", workflows.DefaultUnknownGrace, "after an unknown create, how long no transaction means the gateway never took it")
+	fs.DurationVar(&c.UnknownGrace, "unknown-grace", workflows.DefaultUnknownGrace, "after a create that timed out, how long no transaction means the gateway never took it")
+	fs.DurationVar(&c.AnsweredGrace, "answered-grace", workflows.DefaultAnsweredGrace, "after a create answered 5xx, the wait before the lookup that may justify a re-send (doubled after each re-send, up to --poll-max)")
 	fs.DurationVar(&c.PollInitial, "poll-initial", workflows.DefaultPollInitial, "first status poll after the create")
 	fs.DurationVar(&c.PollMax, "poll-max", workflows.DefaultPollMax, "longest interval between status polls")
 	breakerFlags(fs, "breaker", "lookup breaker", &c.Breaker)
@@ -127,6 +130,14 @@ func newFlagSet(getenv func(string) string) (fs *flag.FlagSet, finish func() (Co
 	}
 }
 
+// answeredGrace is AnsweredGrace with its default.
+func (c Config) answeredGrace() time.Duration {
+	if c.AnsweredGrace == 0 {
+		return workflows.DefaultAnsweredGrace
+	}
+	return c.AnsweredGrace
+}
+
 // Validate checks every setting, naming each problem.
 func (c Config) Validate() error {
 	if err := c.Common.Validate(); err != nil {
@@ -141,10 +152,10 @@ func (c Config) Validate() error {
 	switch {
 	case c.ConnectTimeout <= 0 || c.ReadTimeout <= 0:
 		return fmt.Errorf("configuration: --connect-timeout and --read-timeout must be positive")
-	case c.RequestAttempts < 1:
-		return fmt.Errorf("configuration: --request-attempts must be at least 1, got %d", c.RequestAttempts)
-	case c.UnknownGrace <= 0 || c.PollInitial <= 0 || c.PollMax < c.PollInitial:
-		return fmt.Errorf("configuration: --unknown-grace and --poll-initial must be positive and --poll-max at least --poll-initial")
+	case c.RequestAttempts < 0:
+		return fmt.Errorf("configuration: --request-attempts must not be negative (0: as many as the deadline allows), got %d", c.RequestAttempts)
+	case c.UnknownGrace <= 0 || c.PollInitial <= 0 || c.PollMax < c.PollInitial || c.AnsweredGrace < 0:
+		return fmt.Errorf("configuration: --unknown-grace and --poll-initial must be positive, --answered-grace not negative and --poll-max at least --poll-initial")
 	case c.ReconcileInterval < 0 || c.ReconcileWindow < 0 || c.ReconcileRate < 0:
 		return fmt.Errorf("configuration: --reconcile-interval, --reconcile-window and --reconcile-rate must not be negative")
 	case c.ReconcileRate != 0 && c.ReconcileRate < workflows.MinReconcileRate:
@@ -180,7 +191,7 @@ func (c Config) listenAddr() string {
 
 // Tuning derives the workflow tuning from the flags.
 func (c Config) Tuning() workflows.Tuning {
-	return workflows.NewTuning(c.ConnectTimeout, c.ReadTimeout, c.RequestAttempts, c.UnknownGrace, c.PollInitial, c.PollMax)
+	return workflows.NewTuning(c.ConnectTimeout, c.ReadTimeout, c.RequestAttempts, c.UnknownGrace, c.answeredGrace(), c.PollInitial, c.PollMax)
 }
 
 // LogAttrs lists the effective configuration with secrets masked.

@@ -39,7 +39,7 @@ func TestWorkerFlagDefaultsFollowTheSpec(t *testing.T) {
 	assert.Equal(t, "127.0.0.1:8081", c.HTTPAddr)
 	assert.Equal(t, time.Second, c.ConnectTimeout)
 	assert.Equal(t, 3*time.Second, c.ReadTimeout)
-	assert.Equal(t, 3, c.RequestAttempts)
+	assert.Equal(t, 0, c.RequestAttempts, "as many creates as the deadline allows")
 	assert.False(t, c.IdempotencyKeys)
 	assert.Equal(t, 10*time.Second, c.UnknownGrace)
 	assert.Equal(t, 5*time.Second, c.PollInitial)
@@ -84,7 +84,7 @@ func TestWorkerFlagsComeFromTheEnvironment(t *testing.T) {
 
 func TestWorkerFlagsRejectBadValues(t *testing.T) {
 	for _, args := range [][]string{
-		{"--request-attempts", "0"},
+		{"--request-attempts", "-1"},
 		{"--breaker-failure-rate", "1.5"},
 		{"--request-breaker-failure-rate", "0"},
 		{"--request-breaker-half-open-calls", "0"},
