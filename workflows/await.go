@@ -83,13 +83,22 @@ func (p *payment) pollTimer(ctx workflow.Context, d time.Duration) workflow.Futu
 	return workflow.NewTimerWithOptions(ctx, d, workflow.TimerOptions{Summary: "next status poll (the deadline is later)"})
 }
 
-// pollIn brings the next poll, due in d, forward to when a lookup may
-// justify a re-send (proofDue), if that is sooner.
+// pollIn brings the next poll, due in d, forward while the order waits for
+// the lookup that may justify a re-send: to proofDue, or, once that has
+// passed without a lookup that answered (the gateway unreachable), at the
+// re-send's pace rather than the regular backoff. An open lookup breaker
+// keeps its own time (nextPoll).
 func (p *payment) pollIn(ctx workflow.Context, d time.Duration) time.Duration {
-	if due := p.proofDue.Sub(workflow.Now(ctx)); due > 0 && due < d && len(p.keys) == 0 {
-		return due
+	if p.proofDue.IsZero() || len(p.keys) > 0 || p.state.TransactionKey != "" {
+		return d
 	}
-	return d
+	if due := p.proofDue.Sub(workflow.Now(ctx)); due > 0 {
+		return min(d, due)
+	}
+	if p.retryAfter > 0 {
+		return d
+	}
+	return min(d, p.proofGrace(true))
 }
 
 // nextPoll is the delay to the next regular poll. After an open lookup

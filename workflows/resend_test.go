@@ -119,3 +119,28 @@ func TestCreateRefusedAtTheDeadlineCompensates(t *testing.T) {
 	require.Len(t, r.orderEnd, 1)
 	assert.True(t, r.orderEnd[0].Unsearched, "nothing may have reached the gateway")
 }
+
+// While the gateway cannot be looked up (every lookup fails), the order
+// keeps looking at the re-send's pace, not the regular backoff: the first
+// lookup that answers after the outage justifies the re-send at once.
+func TestLookupsAfterA500KeepTheResendPace(t *testing.T) {
+	r := newRun(t)
+	var resentAt time.Duration
+	r.requestReturns(answered500(1), func() (activities.RequestResult, error) {
+		resentAt = r.env.Now().Sub(r.start)
+		return accepted(2)()
+	})
+	unreachable := func(activities.LookupInput) (activities.LookupResult, error) {
+		return activities.LookupResult{}, temporal.NewApplicationError("gateway unreachable", activities.ErrLookupFailed)
+	}
+	var answers []func(activities.LookupInput) (activities.LookupResult, error)
+	for range 12 { // four polls of three tries each
+		answers = append(answers, unreachable)
+	}
+	r.lookupReturns(append(answers, nothingFound, found(gateway.StatusSuccess))...)
+	st := r.execute(t)
+	requireConfirmed(t, r, st)
+	tuning := workflows.DefaultTuning()
+	regular := tuning.PollInitial * (1 + 2 + 4 + 8) // the fifth poll on the regular backoff
+	assert.Less(t, resentAt, regular, "re-sent on the first lookup that answered, not on the regular backoff")
+}
