@@ -109,7 +109,7 @@ func endpoints(v func(ep string) any) map[string]any {
 func (in *injector) endpoint(name string) simulator.EndpointFaults {
 	switch name {
 	case "create":
-		return in.base.Create
+		return in.base.Create.EndpointFaults
 	case "lookup":
 		return in.base.Lookup
 	}
