@@ -273,7 +273,7 @@ func TestLongEnoughFollowsTheResendSchedule(t *testing.T) {
 		AnsweredGrace: time.Second, PollMax: 3 * time.Second, BreakerOpen: 5 * time.Second, Decision: 2 * time.Second}
 	assert.Equal(t, 24*time.Second, LongEnough(tm))
 	assert.Contains(t, tm.Explain(), "24s = 3s unknown grace")
-	assert.Contains(t, tm.Explain(), "6s 3 re-send cycles")
+	assert.Equal(t, "24s = 3s unknown grace + 6s 3 re-send cycles + 5s create + lookup timeouts + 5s breaker open + 5s gateway decision + poll max", tm.Explain())
 	tm.AnsweredGrace = 2 * time.Second
 	assert.Equal(t, 26*time.Second, LongEnough(tm), "2 + 3 + 3 s of re-sends")
 	tm.PollMax = time.Minute

@@ -42,12 +42,17 @@ func (t Timings) terms() []term {
 		grace *= 2
 	}
 	call := t.ConnectTimeout + t.ReadTimeout
+	// In turn: a create that timed out as the stretch began waits out the
+	// unknown grace; creates answered 5xx are each looked up after the
+	// answered grace, doubling; the calls in flight as it began time out;
+	// a breaker the fault tripped refuses until its trial; the gateway
+	// decides, and the worker hears by callback or its next poll.
 	return []term{
-		{t.UnknownGrace, "unknown grace (a create that timed out as the stretch began)"},
-		{resends, fmt.Sprintf("%d re-send cycles (answered grace doubling to poll max)", ResendCycles)},
-		{2 * call, "a create and a lookup timeout (calls in flight as it began)"},
-		{t.BreakerOpen, "breaker open (one the fault tripped refuses until its trial)"},
-		{t.Decision + t.PollMax, "gateway decision + poll max (the answer, by callback or the next poll)"},
+		{t.UnknownGrace, "unknown grace"},
+		{resends, fmt.Sprintf("%d re-send cycles", ResendCycles)},
+		{2 * call, "create + lookup timeouts"},
+		{t.BreakerOpen, "breaker open"},
+		{t.Decision + t.PollMax, "gateway decision + poll max"},
 	}
 }
 
