@@ -107,7 +107,7 @@ func TestOperatorCancelMidWaitCompensates(t *testing.T) {
 	require.Len(t, r.cancels, 1)
 	assert.Equal(t, []string{txKey}, r.cancels[0].TransactionKeys)
 	require.Len(t, r.orderEnd, 1)
-	assert.Equal(t, "cancelled by an operator", r.orderEnd[0].Cause)
+	assert.Equal(t, store.CauseOperatorCancel, r.orderEnd[0].Cause, "the cause store.Outcomes knows an operator's cancel by")
 	assert.Equal(t, status.OrderCancelled, r.queryState(t).Status)
 }
 

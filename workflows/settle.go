@@ -12,6 +12,7 @@ import (
 	"github.com/payguard/payguard/activities"
 	"github.com/payguard/payguard/gateway"
 	"github.com/payguard/payguard/status"
+	"github.com/payguard/payguard/store"
 )
 
 // The endings: settling on a definitive answer, and compensation when none
@@ -66,7 +67,7 @@ func (p *payment) deadlinePassed(ctx workflow.Context, settle func(workflow.Cont
 // cancelled is an operator's cancel: compensate, then end as cancelled.
 func (p *payment) cancelled(ctx workflow.Context) (State, error) {
 	p.log.Info("workflow cancelled by an operator; compensating")
-	if _, err := p.compensate(ctx, "cancelled by an operator"); err != nil {
+	if _, err := p.compensate(ctx, store.CauseOperatorCancel); err != nil {
 		return p.state, err
 	}
 	if p.state.Status == status.OrderFailed {

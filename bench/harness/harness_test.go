@@ -32,6 +32,7 @@ func TestQuickBenchRunsEveryPhaseOnTheRealStack(t *testing.T) {
 	assert.InDelta(t, (r.Baseline.PerSecond+r.BaselineAfter.PerSecond)/2, r.BaselinePerSecond, 0.01, "the ratio's divisor is the baselines' mean")
 	assert.LessOrEqual(t, r.QuietWaitSec, quietLimit.Seconds()+1, "the wait for a quiet server is bounded")
 	require.NotEmpty(t, r.Steps)
+	stepOrders := 0
 	for _, s := range r.Steps {
 		total := 0
 		for _, n := range s.Final {
@@ -45,7 +46,18 @@ func TestQuickBenchRunsEveryPhaseOnTheRealStack(t *testing.T) {
 		// ERROR when the wait's own call timed out) are a matter of speed,
 		// which a shared machine decides; a wrong ending is not.
 		assert.Zero(t, s.Final["FAILED"]+s.Final["CANCELLED"]+s.Final["REJECTED"]+s.Final["NOT_STARTED"], "calm pgsim: %v", s.Final)
+		// The database's account of the step's orders: those that reached
+		// it, none lost on a calm gateway, each final one timed.
+		assert.Positive(t, s.Outcomes.Orders)
+		assert.LessOrEqual(t, s.Outcomes.Orders, s.Launched)
+		assert.Positive(t, s.Outcomes.Final)
+		assert.Equal(t, s.Outcomes.Final, s.Outcomes.FinalLatency.Count)
+		assert.Zero(t, s.Outcomes.Lost, "calm pgsim: %v", s.Outcomes.LostExamples)
+		stepOrders += s.Outcomes.Orders
 	}
+	assert.Equal(t, stepOrders, r.Outcomes.Orders, "the report sums its steps")
+	assert.Zero(t, r.Lost)
+	assert.Regexp(t, `lost orders, every step \(database\) +0 of \d+ \(cancelled 0, refunded 0\)`, stdout.String())
 	require.NotNil(t, r.Capacity)
 	assert.Equal(t, 50, r.Capacity.Waiting, "every capacity order is left waiting (PENDING)")
 	assert.Positive(t, r.Capacity.HistoryBytes)

@@ -29,6 +29,9 @@ type Step struct {
 	Sustained   bool                `json:"sustained"`
 	Why         string              `json:"why,omitempty"` // why not sustained
 	CPU         CPUCost             `json:"cpuPerOrder"`   // over the step, per order launched
+	// Outcomes are the step's lost orders and final-status latency by the
+	// database's account, read once the step's wait is over.
+	Outcomes loadgen.Outcomes `json:"outcomes"`
 }
 
 // products are the bench's stock, set far above any run's demand.

@@ -9,6 +9,8 @@ import (
 	"runtime"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/payguard/payguard/loadgen"
 )
 
 // Report is one bench run: bench-out/report.json.
@@ -36,6 +38,9 @@ type Report struct {
 	Ratio             float64        `json:"ratioToBaseline"`          // the headline: Sustained / BaselinePerSecond
 	Breaker           *BreakerResult `json:"breaker,omitempty"`
 	Capacity          *Capacity      `json:"capacity,omitempty"`
+	// Outcomes sums the steps' (Step.Outcomes); Lost is its lost orders.
+	Outcomes loadgen.Outcomes `json:"outcomes"`
+	Lost     int              `json:"lostOrders"`
 }
 
 // Machine says what the numbers were measured on, and how busy it was.
@@ -108,8 +113,8 @@ func (r Report) Table() string {
 	}
 	baseline("", r.Baseline)
 	for _, s := range r.Steps {
-		fmt.Fprintf(w, "  payguard at %g orders/s offered\t%.1f confirmed/s\tp50 %.0f ms, p99 %.0f ms, %s; CPU per order: %s\n",
-			s.Offered, s.Throughput, s.Latency.P50, s.Latency.P99, verdict(s), s.CPU)
+		fmt.Fprintf(w, "  payguard at %g orders/s offered\t%.1f confirmed/s\tp50 %.0f ms, p95 %.0f ms, p99 %.0f ms, %d lost, %s; CPU per order: %s\n",
+			s.Offered, s.Throughput, s.Latency.P50, s.Latency.P95, s.Latency.P99, s.Outcomes.Lost, verdict(s), s.CPU)
 	}
 	baseline(" again", r.BaselineAfter)
 	if len(r.Steps) > 0 {
@@ -118,6 +123,9 @@ func (r Report) Table() string {
 			restarts = fmt.Sprintf("; dev server restarted %d× after steps not sustained", r.Restarts)
 		}
 		fmt.Fprintf(w, "  payguard sustained\t%.1f orders/s\tevery order CONFIRMED, p99 < %s%s\n", r.Sustained, sustainP99, restarts)
+	}
+	if len(r.Steps) > 0 {
+		fmt.Fprintf(w, "  lost orders, every step (database)\t%s\tplaced -> final status %s\n", r.Outcomes.LostLine(), r.Outcomes.LatencyLine())
 	}
 	if r.Baseline != nil && len(r.Steps) > 0 {
 		against := "the baseline"

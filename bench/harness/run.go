@@ -25,6 +25,8 @@ import (
 
 	"github.com/payguard/payguard/chaos/stack"
 	"github.com/payguard/payguard/internal/devserver"
+	"github.com/payguard/payguard/loadgen"
+	"github.com/payguard/payguard/store"
 )
 
 // Options are the bench's flags.
@@ -179,13 +181,12 @@ func run(ctx context.Context, o Options, stdout io.Writer) error {
 		return err
 	}
 	defer db.Close()
-	store, err := st.OpenStore(ctx)
+	ledger, err := st.OpenStore(ctx)
 	if err != nil {
 		return err
 	}
-	err = store.SetStocks(ctx, products, 100_000_000)
-	store.Close()
-	if err != nil {
+	defer ledger.Close()
+	if err := ledger.SetStocks(ctx, products, 100_000_000); err != nil {
 		return err
 	}
 	w := st.Workers[0]
@@ -255,6 +256,7 @@ func run(ctx context.Context, o Options, stdout io.Writer) error {
 	}
 
 	var confirmed, lookupOrder string
+	var stepOutcomes []store.Outcome
 	if o.has("rates") {
 		runRate := func(rate float64) Step {
 			profiled := make(chan error, 1)
@@ -271,6 +273,14 @@ func run(ctx context.Context, o Options, stdout io.Writer) error {
 			before := cpu.read()
 			step, sum := runStep(ctx, st.Client, rate, o.Step, nil)
 			step.CPU = cpu.per(before, step.Launched)
+			// Read after the step's wait: an order still open then is not
+			// final, and not lost.
+			outs, err := sum.ReadOutcomes(ctx, ledger)
+			if err != nil {
+				say("outcomes of the %g/s step: %v", rate, err)
+			}
+			step.Outcomes = loadgen.SumOutcomes(outs)
+			stepOutcomes = append(stepOutcomes, outs...)
 			if err := <-profiled; err != nil {
 				say("profile at %g/s: %v", rate, err)
 			}
@@ -320,6 +330,8 @@ func run(ctx context.Context, o Options, stdout io.Writer) error {
 			}
 		}
 		slices.SortStableFunc(rep.Steps, func(a, b Step) int { return cmp.Compare(a.Offered, b.Offered) })
+		rep.Outcomes = loadgen.SumOutcomes(stepOutcomes)
+		rep.Lost = rep.Outcomes.Lost
 	}
 	// The machine's speed drifts over a run (by a tenth within a quarter
 	// of an hour here): a second baseline after the steps brackets them,

@@ -7,6 +7,8 @@
 package check
 
 import (
+	"time"
+
 	"github.com/payguard/payguard/gateway"
 	"github.com/payguard/payguard/status"
 	"github.com/payguard/payguard/store"
@@ -29,11 +31,24 @@ type Books struct {
 	Forged []Forged
 	// Replays are the replay outcomes of closed workflows: id → error ("" ok).
 	Replays map[string]string
+	// Outcomes are how the orders ended by the database's account
+	// (store.Outcomes, which defines a lost order), by order id.
+	Outcomes map[string]store.Outcome
+	// BeganAt is time zero of the run's offsets.
+	BeganAt time.Time
+	// Unreachable are the stretches the gateway was not reachable as usual.
+	Unreachable []Stretch
+	// LongEnough is I8's bound (LongEnough of the run's Timings); 0 checks
+	// nothing.
+	LongEnough time.Duration
 }
 
 // GatewayOrder is one order as pgsim saw it.
 type GatewayOrder struct {
-	CreateRequests int                   `json:"createRequests"`
+	CreateRequests int `json:"createRequests"`
+	// CreatedThen500 counts its creates that made a transaction and
+	// answered 500 (pgsim's create.createdThen500Rate).
+	CreatedThen500 int                   `json:"createdThen500,omitempty"`
 	Transactions   []gateway.Transaction `json:"transactions"`
 }
 

@@ -31,9 +31,10 @@ func (r *Result) fail(format string, a ...any) {
 	}
 }
 
-// Run checks every invariant, in order I1..I7.
+// Run checks every invariant, in order I1..I8.
 func Run(b Books) []Result {
-	return []Result{netCharges(b), oneTransaction(b), stockBalances(b), allFinal(b), paymentAgrees(b), forgedRefused(b), replays(b)}
+	return []Result{netCharges(b), oneTransaction(b), stockBalances(b), allFinal(b), paymentAgrees(b), forgedRefused(b), replays(b),
+		notLostWhileReachable(b)}
 }
 
 // Violations sums the violations of all results.

@@ -2,6 +2,7 @@ package check
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -40,7 +41,29 @@ func cleanBooks() Books {
 		},
 		Forged:  []Forged{{Kind: "bad-signature", OrderID: "o1", TransactionKey: "forged-1", Code: 401}, {Kind: "stale", OrderID: "o2", Code: 0}},
 		Replays: map[string]string{"order-o1": "", "order-o2": "", "order-o3": ""},
+		// Placed at T+0, T+1, T+2 with a 60 s deadline; no outage; I8's
+		// bound 20 s.
+		BeganAt: began,
+		Outcomes: map[string]store.Outcome{
+			"o1": {OrderID: "o1", Status: status.OrderConfirmed, Payment: status.PaymentSuccess, PlacedAt: at(0), FinalAt: at(3), Deadline: at(60)},
+			"o2": {OrderID: "o2", Status: status.OrderFailed, Payment: status.PaymentFailed, PlacedAt: at(1), FinalAt: at(4), Deadline: at(61)},
+			"o3": {OrderID: "o3", Status: status.OrderCancelled, Payment: status.PaymentRefunded, OperatorCancel: true,
+				PlacedAt: at(2), FinalAt: at(9), Deadline: at(62)},
+		},
+		LongEnough: 20 * time.Second,
 	}
+}
+
+var began = time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
+
+// at is T+sec of the books' run.
+func at(sec float64) time.Time { return began.Add(time.Duration(sec * float64(time.Second))) }
+
+// lose marks an order of the books lost.
+func lose(b *Books, id, kind string) {
+	o := b.Outcomes[id]
+	o.Lost, o.Status = kind, status.OrderCancelled
+	b.Outcomes[id] = o
 }
 
 func violationsByID(rs []Result) map[string]int {
@@ -53,7 +76,7 @@ func violationsByID(rs []Result) map[string]int {
 
 func TestCleanBooksHaveNoViolations(t *testing.T) {
 	rs := Run(cleanBooks())
-	require.Len(t, rs, 7)
+	require.Len(t, rs, 8)
 	for _, r := range rs {
 		assert.Zero(t, r.Violations, "%s: %v", r.ID, r.Examples)
 		assert.Positive(t, r.Checked, "%s checked nothing", r.ID)
@@ -141,6 +164,33 @@ func TestEachViolationIsReported(t *testing.T) {
 		{"history does not replay", func(b *Books) {
 			b.Replays["order-o1"] = "TMPRL1100 nondeterministic"
 		}, map[string]int{"I7": 1}},
+		{"order lost while the gateway was reachable", func(b *Books) {
+			lose(b, "o2", store.LostCancelled)
+		}, map[string]int{"I8": 1}},
+		{"order charged then refunded while the gateway was reachable", func(b *Books) {
+			lose(b, "o1", store.LostRefunded)
+		}, map[string]int{"I8": 1}},
+		{"order lost through an outage that left too short a stretch", func(b *Books) {
+			lose(b, "o2", store.LostCancelled)
+			// T+1..T+61: reachable 1..15 (14 s), 30..40 (10 s), 50..61 (11 s).
+			b.Unreachable = []Stretch{{From: at(40), To: at(50), Why: "pgsim-down"}, {From: at(15), To: at(30), Why: "link-blackhole"},
+				{From: at(45), To: at(48), Why: "pgsim-5xx"}}
+		}, map[string]int{}},
+		{"order lost though one stretch of its window was long enough", func(b *Books) {
+			lose(b, "o2", store.LostCancelled)
+			b.Unreachable = []Stretch{{From: at(15), To: at(30), Why: "pgsim-down"}, {From: at(51), To: at(70), Why: "pgsim-down"}}
+		}, map[string]int{"I8": 1}},
+		{"an operator's cancel is not a lost order", func(b *Books) {
+			o := b.Outcomes["o3"]
+			o.Lost = ""
+			b.Outcomes["o3"] = o
+		}, map[string]int{}},
+		{"an order without a deadline is not judged", func(b *Books) {
+			lose(b, "o2", store.LostCancelled)
+			o := b.Outcomes["o2"]
+			o.Deadline = time.Time{}
+			b.Outcomes["o2"] = o
+		}, map[string]int{}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -171,4 +221,61 @@ func TestExamplesAreBounded(t *testing.T) {
 	assert.Equal(t, 25, rs[5].Violations)
 	assert.Len(t, rs[5].Examples, MaxExamples)
 	assert.Equal(t, 25, Violations(rs))
+}
+
+// I8 checks the orders whose window held a long enough stretch, and no
+// others: a bound of 0 (no settings) checks nothing.
+func TestI8ChecksOnlyWindowsWithALongEnoughStretch(t *testing.T) {
+	b := cleanBooks()
+	assert.Equal(t, 2, Run(b)[7].Checked, "o1 and o2; o3 was an operator's cancel")
+	b.Unreachable = []Stretch{{From: at(0.5), To: at(45), Why: "pgsim-down"}}
+	assert.Equal(t, 0, Run(b)[7].Checked, "o1 had 0.5 s before the outage and 15 s after it, o2 16 s after it")
+	b.LongEnough = 16 * time.Second
+	assert.Equal(t, 1, Run(b)[7].Checked, "o2's 16 s are long enough now")
+	lose(&b, "o2", store.LostCancelled)
+	r := Run(b)[7]
+	require.Equal(t, 1, r.Violations)
+	assert.Equal(t, "order o2 lost (cancelled: CANCELLED, payment FAILED): placed T+1.0s, deadline T+61.0s, the gateway reachable T+45.0s to T+61.0s (16.0s ≥ 16s)", r.Examples[0])
+	b.LongEnough = 0
+	assert.Zero(t, Run(b)[7].Checked)
+}
+
+func TestLongestReachableSkipsEveryCut(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		cut      []Stretch
+		from, to float64
+	}{
+		{"no cut", nil, 0, 60},
+		{"a cut before the window", []Stretch{{From: at(-20), To: at(-5)}}, 0, 60},
+		{"a cut over the start", []Stretch{{From: at(-5), To: at(10)}}, 10, 60},
+		{"a cut over the end", []Stretch{{From: at(40), To: at(90)}}, 0, 40},
+		{"overlapping cuts, unsorted", []Stretch{{From: at(30), To: at(35)}, {From: at(5), To: at(20)}, {From: at(18), To: at(25)}}, 35, 60},
+		{"the longest gap between cuts", []Stretch{{From: at(0), To: at(5)}, {From: at(30), To: at(60)}}, 5, 30},
+		{"the whole window cut", []Stretch{{From: at(-1), To: at(61)}}, 0, 0},
+	} {
+		from, to := longestReachable(at(0), at(60), c.cut)
+		got := [2]float64{from.Sub(began).Seconds(), to.Sub(began).Seconds()}
+		if c.from == c.to {
+			assert.Equal(t, 0.0, got[1]-got[0], c.name)
+			continue
+		}
+		assert.Equal(t, [2]float64{c.from, c.to}, got, c.name)
+	}
+}
+
+// The chaos run's worker settings: a timed-out create's 3 s grace, three
+// answered 5xx re-sent after 1, 2 and 3 s (the doubling capped at poll max),
+// two 2.5 s calls, the create breaker's 5 s open, a 2 s decision and one
+// 3 s poll.
+func TestLongEnoughFollowsTheResendSchedule(t *testing.T) {
+	tm := Timings{ConnectTimeout: 500 * time.Millisecond, ReadTimeout: 2 * time.Second, UnknownGrace: 3 * time.Second,
+		AnsweredGrace: time.Second, PollMax: 3 * time.Second, BreakerOpen: 5 * time.Second, Decision: 2 * time.Second}
+	assert.Equal(t, 24*time.Second, LongEnough(tm))
+	assert.Contains(t, tm.Explain(), "24s = 3s unknown grace")
+	assert.Equal(t, "24s = 3s unknown grace + 6s 3 re-send cycles + 5s create + lookup timeouts + 5s breaker open + 5s gateway decision + poll max", tm.Explain())
+	tm.AnsweredGrace = 2 * time.Second
+	assert.Equal(t, 26*time.Second, LongEnough(tm), "2 + 3 + 3 s of re-sends")
+	tm.PollMax = time.Minute
+	assert.Equal(t, 3*time.Second+14*time.Second+5*time.Second+5*time.Second+62*time.Second, LongEnough(tm), "2 + 4 + 8 s of re-sends, a minute's poll")
 }

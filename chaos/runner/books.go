@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -48,6 +50,19 @@ func readDatabase(ctx context.Context, st *store.Store) (map[string]store.Order,
 	return orders, products, nil
 }
 
+// readOutcomes is how the database's orders ended (store.Outcomes).
+func readOutcomes(ctx context.Context, st *store.Store, orders map[string]store.Order) (map[string]store.Outcome, error) {
+	outs, err := st.Outcomes(ctx, slices.Collect(maps.Keys(orders)))
+	if err != nil {
+		return nil, err
+	}
+	byID := make(map[string]store.Outcome, len(outs))
+	for _, o := range outs {
+		byID[o.OrderID] = o
+	}
+	return byID, nil
+}
+
 func column(ctx context.Context, st *store.Store, query string) ([]string, error) {
 	rows, err := st.Pool().Query(ctx, query)
 	if err != nil {
@@ -86,7 +101,7 @@ func readGateway(ctx context.Context, p *stack.Pgsim) (map[string]check.GatewayO
 		if err != nil {
 			return nil, fmt.Errorf("transactions of %s: %w", id, err)
 		}
-		out[id] = check.GatewayOrder{CreateRequests: s.CreateRequests, Transactions: txs.Transactions}
+		out[id] = check.GatewayOrder{CreateRequests: s.CreateRequests, CreatedThen500: s.CreatedThen500, Transactions: txs.Transactions}
 	}
 	return out, nil
 }

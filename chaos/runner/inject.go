@@ -52,6 +52,9 @@ func (in *injector) apply(ctx context.Context, f Fault) (func(), error) {
 				e := in.endpoint(ep)
 				return map[string]any{"timeoutRate": e.TimeoutRate, "timeoutDelay": e.TimeoutDelay}
 			}))
+	case PgsimCreated500:
+		return in.pgsim(ctx, map[string]any{"create": map[string]any{"createdThen500Rate": 0.5}},
+			map[string]any{"create": map[string]any{"createdThen500Rate": in.base.Create.CreatedThen500Rate}})
 	case CallbacksLost:
 		return in.pgsim(ctx, map[string]any{"callback": map[string]any{"dropRate": 0.8}},
 			map[string]any{"callback": map[string]any{"dropRate": in.base.Callback.DropRate}})
@@ -109,7 +112,7 @@ func endpoints(v func(ep string) any) map[string]any {
 func (in *injector) endpoint(name string) simulator.EndpointFaults {
 	switch name {
 	case "create":
-		return in.base.Create
+		return in.base.Create.EndpointFaults
 	case "lookup":
 		return in.base.Lookup
 	}

@@ -34,13 +34,53 @@ type Report struct {
 	Invariants     []check.Result        `json:"invariants"`
 	Violations     int                   `json:"violations"`
 	Orders         []loadgen.OrderSample `json:"orders"`
+	// Outcomes are the lost orders and the final-status latency, by the
+	// database's account (store.Outcomes).
+	Outcomes loadgen.Outcomes `json:"outcomes"`
+	// LongEnough is I8's bound (seconds), LongEnoughRule what it adds up;
+	// Unreachable the stretches I8 counted the gateway not reachable.
+	LongEnough     float64         `json:"i8LongEnoughSeconds"`
+	LongEnoughRule string          `json:"i8LongEnough"`
+	Unreachable    []check.Stretch `json:"gatewayUnreachable"`
+	// CreatedThen500 is what became of the creates pgsim answered 500
+	// after making their transaction.
+	CreatedThen500 Created500 `json:"createdThen500"`
+}
+
+// Created500 sums up the creates answered 500 after acting, and their orders.
+type Created500 struct {
+	Creates int `json:"creates"`
+	Orders  int `json:"orders"`
+	// Lost of those orders; Resent: with a second transaction (a re-send
+	// the lookup should have stopped).
+	Lost   int `json:"lost"`
+	Resent int `json:"resent"`
+}
+
+func created500(b check.Books) Created500 {
+	var c Created500
+	for id, g := range b.Gateway {
+		if g.CreatedThen500 == 0 {
+			continue
+		}
+		c.Creates += g.CreatedThen500
+		c.Orders++
+		if b.Outcomes[id].Lost != "" {
+			c.Lost++
+		}
+		if len(g.Transactions) > 1 {
+			c.Resent++
+		}
+	}
+	return c
 }
 
 func buildReport(o Options, plan []Fault, sum loadgen.Summary, b check.Books, tr *traffic, settled bool, took time.Duration) Report {
 	r := Report{Seed: o.Seed, DurationSeconds: o.Duration.Seconds(), Rate: o.Rate, ElapsedSeconds: math.Round(took.Seconds()),
 		Replay:   fmt.Sprintf("go run ./chaos --seed %d --duration %s --rate %v", o.Seed, o.Duration, o.Rate),
 		Schedule: plan, Placed: len(sum.Orders), Final: map[string]int{}, Forged: b.Forged, Settled: settled,
-		Invariants: check.Run(b), Orders: sum.Orders}
+		Invariants: check.Run(b), Orders: sum.Orders, Outcomes: loadgen.SumOutcomes(slices.Collect(maps.Values(b.Outcomes))),
+		LongEnough: b.LongEnough.Seconds(), Unreachable: b.Unreachable, CreatedThen500: created500(b)}
 	r.Violations = check.Violations(r.Invariants)
 	r.CancelledEarly = check.CancelledBeforeReserve(b)
 	for _, ord := range b.Orders {
@@ -87,6 +127,19 @@ func (r Report) Text() string {
 		}
 	}
 	fmt.Fprintf(w, "\n  operator cancels\t%d (%d before the reservation)\n  forged callbacks\t%d sent, %d refused with 4xx\n", r.Cancels, len(r.CancelledEarly), len(r.Forged), refused)
+	fmt.Fprintf(w, "  lost orders\t%s\t", r.Outcomes.LostLine())
+	if len(r.Outcomes.LostExamples) > 0 {
+		fmt.Fprintf(w, "e.g. %s", strings.Join(r.Outcomes.LostExamples, " "))
+	}
+	fmt.Fprintf(w, "\n  placed -> final status\t%s\n", r.Outcomes.LatencyLine())
+	c := r.CreatedThen500
+	fmt.Fprintf(w, "  500 after creating\t%d creates, %d orders\t%d of them lost, %d with a second transaction\n", c.Creates, c.Orders, c.Lost, c.Resent)
+	cut := 0.0
+	for _, u := range r.Unreachable {
+		cut += u.To.Sub(u.From).Seconds()
+	}
+	fmt.Fprintf(w, "  gateway unreachable\t%d stretches, %.0fs in all\t(the faults that cut it, overlaps counted twice)\n", len(r.Unreachable), cut)
+	fmt.Fprintf(w, "  I8 long enough\t%s\n", r.LongEnoughRule)
 	if !r.Settled {
 		fmt.Fprintf(w, "  NOT SETTLED\tsome orders, workflows or transactions were still open at the end\n")
 	}
@@ -140,8 +193,8 @@ func (r Report) SVG() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="12">`+"\n", width, height)
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="#ffffff"/>`+"\n")
-	fmt.Fprintf(&b, `<text x="%.0f" y="24" font-size="16" font-weight="bold">payguard chaos, seed %d: %.1f orders/s for %.0f s, %d violations</text>`+"\n",
-		left, r.Seed, r.Rate, r.DurationSeconds, r.Violations)
+	fmt.Fprintf(&b, `<text x="%.0f" y="24" font-size="16" font-weight="bold">payguard chaos, seed %d: %.1f orders/s for %.0f s, %d violations, %d orders lost</text>`+"\n",
+		left, r.Seed, r.Rate, r.DurationSeconds, r.Violations, r.Outcomes.Lost)
 	for i, f := range r.Schedule {
 		y := bandTop + rowH*float64(i)
 		opacity := 0.85

@@ -115,10 +115,7 @@ func Run(ctx context.Context, args []string, stdout io.Writer) error {
 		// A calm gateway: faults come from the schedule, not the baseline.
 		PgsimArgs: []string{"--seed", fmt.Sprint(o.Seed), "--latency-min", "10ms", "--latency-max", "80ms",
 			"--create-error-rate", "0.05", "--processing-min", "300ms", "--processing-max", "2s", "--success-rate", "0.75"},
-		// Short timeouts and polls so a run of minutes sees many order lives.
-		WorkerArgs: []string{"--connect-timeout", "500ms", "--read-timeout", "2s", "--unknown-grace", "3s",
-			"--poll-initial", "1s", "--poll-max", "3s", "--shutdown-timeout", "3s",
-			"--breaker-window", "10s", "--breaker-open", "3s", fmt.Sprintf("--idempotency-keys=%t", o.IdempotencyKeys)},
+		WorkerArgs: workerArgs(o),
 	})
 	if err != nil {
 		return err
@@ -139,6 +136,10 @@ func Run(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	base, err := getFaults(ctx, st.Pgsim.AdminURL)
+	if err != nil {
+		return err
+	}
+	tm, err := timings(workerArgs(o), base)
 	if err != nil {
 		return err
 	}
@@ -185,6 +186,9 @@ func Run(ctx context.Context, args []string, stdout io.Writer) error {
 				sleepUntil(ctx, began.Add(seconds(f.At+f.For)))
 				heal()
 			}
+			mu.Lock()
+			plan[i].EndedAt = round1(time.Since(began).Seconds())
+			mu.Unlock()
 		})
 	}
 	<-trafficDone
@@ -200,7 +204,9 @@ func Run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	books.BeganAt, books.Unreachable, books.LongEnough = began, unreachable(plan, began), check.LongEnough(tm)
 	rep := buildReport(o, plan, sum, books, tr, ok, time.Since(began))
+	rep.LongEnoughRule = tm.Explain()
 	fmt.Fprint(stdout, rep.Text())
 	raw, _ := json.MarshalIndent(rep, "", "  ")
 	jsonPath, svgPath := filepath.Join(o.Out, "report.json"), filepath.Join(o.Out, "timeline.svg")
@@ -228,6 +234,9 @@ func collect(ctx context.Context, st *stack.Stack, sum loadgen.Summary, tr *traf
 	}
 	defer s.Close()
 	if b.Orders, b.Products, err = readDatabase(ctx, s); err != nil {
+		return b, fmt.Errorf("database book: %w", err)
+	}
+	if b.Outcomes, err = readOutcomes(ctx, s, b.Orders); err != nil {
 		return b, fmt.Errorf("database book: %w", err)
 	}
 	if b.Gateway, err = readGateway(ctx, st.Pgsim); err != nil {

@@ -12,13 +12,16 @@ import (
 
 // Fault kinds of a schedule.
 const (
-	LinkLatency       = "link-latency"
-	LinkReset         = "link-reset"
-	LinkTimeout       = "link-blackhole"
-	LinkBandwidth     = "link-bandwidth"
-	PgsimDown         = "pgsim-down"
-	Pgsim5xx          = "pgsim-5xx"
-	PgsimTimeout      = "pgsim-timeout-after-processing"
+	LinkLatency   = "link-latency"
+	LinkReset     = "link-reset"
+	LinkTimeout   = "link-blackhole"
+	LinkBandwidth = "link-bandwidth"
+	PgsimDown     = "pgsim-down"
+	Pgsim5xx      = "pgsim-5xx"
+	PgsimTimeout  = "pgsim-timeout-after-processing"
+	// PgsimCreated500 answers creates 500 after making their transaction:
+	// the lookup by order id must find it before any re-send.
+	PgsimCreated500   = "pgsim-500-after-create"
 	CallbacksLost     = "callbacks-lost"
 	CallbacksDup      = "callbacks-duplicated"
 	CallbacksDelayed  = "callbacks-delayed"
@@ -30,7 +33,7 @@ const (
 
 var (
 	linkKinds  = []string{LinkLatency, LinkReset, LinkTimeout, LinkBandwidth}
-	pgsimKinds = []string{PgsimDown, Pgsim5xx, PgsimTimeout, CallbacksLost, CallbacksDup, CallbacksDelayed, PgsimSlow}
+	pgsimKinds = []string{PgsimDown, Pgsim5xx, PgsimTimeout, PgsimCreated500, CallbacksLost, CallbacksDup, CallbacksDelayed, PgsimSlow}
 )
 
 // Fault is one planned fault: what, where, when and for how long.
@@ -40,9 +43,12 @@ type Fault struct {
 	Target string  `json:"target,omitempty"`
 	At     float64 `json:"atSeconds"`
 	For    float64 `json:"forSeconds"`
-	// Applied and Error are filled in as the run goes.
-	Applied bool   `json:"applied"`
-	Error   string `json:"error,omitempty"`
+	// Applied, Error and EndedAt are filled in as the run goes. EndedAt is
+	// when it was over (seconds, as At): healed, or for an instant fault (a
+	// restart) when its doing returned.
+	Applied bool    `json:"applied"`
+	Error   string  `json:"error,omitempty"`
+	EndedAt float64 `json:"endedAtSeconds,omitempty"`
 }
 
 // Plan draws the schedule of a run from its seed alone, so a seed replays

@@ -7,12 +7,14 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/sony/gobreaker/v2"
 
 	"github.com/payguard/payguard/activities"
 	"github.com/payguard/payguard/loadgen"
 	"github.com/payguard/payguard/pgsim/simulator"
+	"github.com/payguard/payguard/store"
 	"github.com/payguard/payguard/worker/metrics"
 )
 
@@ -40,6 +42,20 @@ type Report struct {
 	OrdersChargedTwice        int                   `json:"ordersChargedTwice"`
 	CreateRequestsHistogram   map[int]int           `json:"createRequestsPerOrder"`
 	Orders                    []loadgen.OrderSample `json:"orders"`
+	// BeganAt is time zero of every offset in the report.
+	BeganAt time.Time `json:"beganAt"`
+	// Lost orders and final-status latency by the database's account
+	// (AddOutcomes): every order, then split by when it was placed.
+	Outcomes       loadgen.Outcomes `json:"outcomes"`
+	PlacedWhileUp  loadgen.Outcomes `json:"outcomesPlacedWhileGatewayUp"`
+	PlacedInOutage loadgen.Outcomes `json:"outcomesPlacedDuringOutage"`
+	// OutageEndToFinal is, for the orders placed during the outage, the
+	// gateway's return → their final status (ms; 0 for one final before).
+	OutageEndToFinal loadgen.Percentiles `json:"outageEndToFinal"`
+	// OpenBreakerRefusal is the hook for what a call refused by the open
+	// breaker costs inside the activity (issue 28 item 5): nil until the
+	// worker exposes it as a metric and run.go scrapes it.
+	OpenBreakerRefusal *loadgen.Percentiles `json:"openBreakerRefusal,omitempty"`
 }
 
 // LatencyMean is a histogram's count and mean.
@@ -52,7 +68,7 @@ type LatencyMean struct {
 func BuildReport(sum loadgen.Summary, events []GatewayEvent, stats simulator.Stats, lookups map[string]LatencyMean) Report {
 	r := Report{Rate: sum.Rate, DurationSeconds: sum.DurationSec, Gateway: events, Breaker: sum.BreakerChanges,
 		Started: sum.Started, FailedToStart: sum.FailedToStart, Final: sum.Final, FinalLatency: sum.FinalLatency,
-		LookupLatency: lookups, CreateRequestsHistogram: map[int]int{}, Orders: sum.Orders}
+		LookupLatency: lookups, CreateRequestsHistogram: map[int]int{}, Orders: sum.Orders, BeganAt: sum.BeganAt}
 	r.Unfinished = sum.Final["UNFINISHED"]
 	var down, up *float64
 	for _, e := range events {
@@ -102,6 +118,39 @@ func BuildReport(sum loadgen.Summary, events []GatewayEvent, stats simulator.Sta
 
 func round1(v float64) float64 { return float64(int(v*10+0.5)) / 10 }
 
+// AddOutcomes sums up the database's outcomes of the run's orders: lost
+// orders and final-status latency, for all of them and split by whether
+// each was placed while the gateway was up or during the outage (from the
+// first DOWN to the UP after it; to the end of the run when it never came
+// back).
+func (r *Report) AddOutcomes(outs []store.Outcome) {
+	r.Outcomes = loadgen.SumOutcomes(outs)
+	down, up := math.Inf(1), math.Inf(1)
+	for _, e := range r.Gateway {
+		switch {
+		case e.Down && math.IsInf(down, 1):
+			down = e.Offset
+		case !e.Down && !math.IsInf(down, 1) && math.IsInf(up, 1):
+			up = e.Offset
+		}
+	}
+	var whileUp, inOutage []store.Outcome
+	var sinceUp []float64
+	for _, o := range outs {
+		placed := o.PlacedAt.Sub(r.BeganAt).Seconds()
+		if placed < down || placed >= up {
+			whileUp = append(whileUp, o)
+			continue
+		}
+		inOutage = append(inOutage, o)
+		if o.Final() && !math.IsInf(up, 1) {
+			sinceUp = append(sinceUp, math.Max(0, o.FinalAt.Sub(r.BeganAt).Seconds()-up)*1000)
+		}
+	}
+	r.PlacedWhileUp, r.PlacedInOutage = loadgen.SumOutcomes(whileUp), loadgen.SumOutcomes(inOutage)
+	r.OutageEndToFinal = loadgen.Latencies(sinceUp)
+}
+
 // Text renders the report for the terminal.
 func (r Report) Text() string {
 	var b strings.Builder
@@ -140,6 +189,21 @@ func (r Report) Text() string {
 	for _, k := range outcomes {
 		l := r.LookupLatency[k]
 		fmt.Fprintf(w, "  status lookup, %s\tmean %.2f ms\t(%d calls)\n", k, l.MeanMs, l.Count)
+	}
+	fmt.Fprintf(w, "\n  lost orders\t%s\t(CANCELLED without an operator's cancel, or charged then refunded)\n", r.Outcomes.LostLine())
+	fmt.Fprintf(w, "    placed while the gateway was up\t%s\n", r.PlacedWhileUp.LostLine())
+	fmt.Fprintf(w, "    placed during the outage\t%s\n", r.PlacedInOutage.LostLine())
+	if len(r.Outcomes.LostExamples) > 0 {
+		fmt.Fprintf(w, "    e.g.\t%s\n", strings.Join(r.Outcomes.LostExamples, " "))
+	}
+	fmt.Fprintf(w, "  placed -> final status\t%s\t(database)\n", r.Outcomes.LatencyLine())
+	fmt.Fprintf(w, "    placed while the gateway was up\t%s\n", r.PlacedWhileUp.LatencyLine())
+	fmt.Fprintf(w, "    placed during the outage\t%s\n", r.PlacedInOutage.LatencyLine())
+	fmt.Fprintf(w, "    outage end -> final status\t%s\t(orders placed during the outage)\n", loadgen.LatencyLine(r.OutageEndToFinal))
+	if p := r.OpenBreakerRefusal; p != nil {
+		fmt.Fprintf(w, "  open-breaker refusal, in the activity\tp50 %.3f ms, p99 %.3f ms\t(%d calls; target p99 ≤ 1 ms)\n", p.P50, p.P99, p.Count)
+	} else {
+		fmt.Fprintf(w, "  open-breaker refusal, in the activity\tnot measured\t(the worker exposes no such metric yet)\n")
 	}
 	fmt.Fprintf(w, "\n  create requests per order (max)\t%d\n", r.MaxCreateRequestsPerOrder)
 	fmt.Fprintf(w, "  transactions per order (max)\t%d\t(must be 1: never a second create that reached the gateway)\n", r.MaxTransactionsPerOrder)

@@ -4,6 +4,7 @@ import (
 	"encoding/xml"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -11,6 +12,8 @@ import (
 	"github.com/payguard/payguard/demo/outage"
 	"github.com/payguard/payguard/loadgen"
 	"github.com/payguard/payguard/pgsim/simulator"
+	"github.com/payguard/payguard/status"
+	"github.com/payguard/payguard/store"
 )
 
 func sampleRun() (loadgen.Summary, []outage.GatewayEvent, simulator.Stats) {
@@ -73,4 +76,43 @@ func TestSVGIsWellFormedAndDrawsEveryOrder(t *testing.T) {
 	assert.Equal(t, 3+5, strings.Count(svg, "<circle"), "one dot per order plus the legend")
 	assert.Contains(t, svg, "gateway down")
 	assert.Equal(t, 6, strings.Count(svg, `height="40"`), "a band per breaker state")
+}
+
+// The outcomes split by when each order was placed: before the outage (T+15)
+// and after it (T+30) count as up; the outage's orders are also timed from
+// its end, an order final before the end counting 0.
+func TestAddOutcomesSplitsByTheOutage(t *testing.T) {
+	sum, events, stats := sampleRun()
+	began := time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
+	sum.BeganAt = began
+	at := func(sec float64) time.Time { return began.Add(time.Duration(sec * float64(time.Second))) }
+	outs := []store.Outcome{
+		{OrderID: "a", Status: status.OrderConfirmed, PlacedAt: at(1), FinalAt: at(2)},
+		{OrderID: "b", Status: status.OrderCancelled, Lost: store.LostCancelled, PlacedAt: at(20), FinalAt: at(50)},
+		{OrderID: "d", Status: status.OrderCancelled, Lost: store.LostRefunded, PlacedAt: at(25), FinalAt: at(34)},
+		{OrderID: "e", Status: status.OrderFailed, PlacedAt: at(16), FinalAt: at(29)},
+		{OrderID: "c", Status: status.OrderConfirmed, PlacedAt: at(40), FinalAt: at(43)},
+		{OrderID: "f", Status: status.OrderPending, PlacedAt: at(30)},
+	}
+	r := outage.BuildReport(sum, events, stats, nil)
+	r.AddOutcomes(outs)
+	assert.Equal(t, 2, r.Outcomes.Lost)
+	assert.Equal(t, map[string]int{"cancelled": 1, "refunded": 1}, r.Outcomes.LostByKind)
+	assert.Equal(t, []string{"b", "d"}, r.Outcomes.LostExamples)
+	assert.Equal(t, 5, r.Outcomes.Final, "f is not final")
+	assert.Equal(t, 3, r.PlacedWhileUp.Orders, "a, c, and f placed as the gateway came back")
+	assert.Zero(t, r.PlacedWhileUp.Lost)
+	assert.Equal(t, 3, r.PlacedInOutage.Orders)
+	assert.Equal(t, 2, r.PlacedInOutage.Lost)
+	assert.Equal(t, 3, r.OutageEndToFinal.Count)
+	assert.Equal(t, 0.0, r.OutageEndToFinal.Min, "e ended before the gateway came back")
+	assert.Equal(t, 20000.0, r.OutageEndToFinal.Max, "b: T+30 to T+50")
+	assert.Equal(t, 1000.0, r.PlacedWhileUp.FinalLatency.Min)
+
+	text := r.Text()
+	assert.Regexp(t, `lost orders +2 of 6 \(cancelled 1, refunded 1\)`, text)
+	assert.Regexp(t, `placed during the outage +2 of 3 \(cancelled 1, refunded 1\)`, text)
+	assert.Regexp(t, `outage end -> final status +p50 4000 ms, p95 20000 ms \(3 orders\)`, text)
+	assert.Regexp(t, `open-breaker refusal, in the activity +not measured`, text)
+	assert.Contains(t, r.SVG(), "2 of 6 orders lost")
 }

@@ -195,6 +195,9 @@ func run(ctx context.Context, o Options, getenv func(string) string, stdout io.W
 		return err
 	}
 	report := BuildReport(sum, events, stats, lookups)
+	if err := addOutcomes(ctx, &report, sum, dbURL); err != nil {
+		return err
+	}
 	fmt.Fprint(stdout, report.Text())
 	jsonPath, svgPath := filepath.Join(o.Out, "report.json"), filepath.Join(o.Out, "timeline.svg")
 	raw, _ := json.MarshalIndent(report, "", "  ")
@@ -210,6 +213,25 @@ func run(ctx context.Context, o Options, getenv func(string) string, stdout io.W
 	}
 	say("Temporal UI: http://%s — the stack stays up; press Ctrl-C to stop everything.", uiAddr)
 	<-ctx.Done()
+	return nil
+}
+
+// addOutcomes reads the run's orders' outcomes from the database into the
+// report.
+func addOutcomes(ctx context.Context, r *Report, sum loadgen.Summary, dbURL string) error {
+	// After a Ctrl-C too: the run is over, its report still worth writing.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	st, err := store.Open(ctx, dbURL)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	outs, err := sum.ReadOutcomes(ctx, st)
+	if err != nil {
+		return err
+	}
+	r.AddOutcomes(outs)
 	return nil
 }
 

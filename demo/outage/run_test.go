@@ -79,6 +79,23 @@ wait:
 	assert.Zero(t, report.FailedToStart)
 	assert.Zero(t, report.OrdersChargedTwice)
 	assert.Len(t, report.Gateway, 2)
+	// Lost orders, from the database: every order started is there and
+	// final, split between the gateway up and down; no operator cancels in
+	// the demo, so every CANCELLED order is lost (a refunded one may also
+	// be FAILED).
+	o := report.Outcomes
+	assert.Equal(t, 24, o.Orders)
+	assert.Equal(t, 24, o.Final)
+	assert.Equal(t, o.Orders, report.PlacedWhileUp.Orders+report.PlacedInOutage.Orders)
+	assert.Positive(t, report.PlacedInOutage.Orders, "orders placed between T+2s and T+4s")
+	assert.Equal(t, o.Lost, o.LostByKind["cancelled"]+o.LostByKind["refunded"])
+	assert.Equal(t, o.Lost, report.PlacedWhileUp.Lost+report.PlacedInOutage.Lost)
+	assert.GreaterOrEqual(t, report.Final["CANCELLED"], o.LostByKind["cancelled"])
+	assert.LessOrEqual(t, report.Final["CANCELLED"], o.Lost)
+	assert.Equal(t, 24, o.FinalLatency.Count)
+	assert.Equal(t, report.PlacedInOutage.Final, report.OutageEndToFinal.Count)
+	assert.Contains(t, all, "lost orders")
+	assert.Contains(t, all, "outage end -> final status")
 	svg, err := os.ReadFile(filepath.Join(out, "timeline.svg"))
 	require.NoError(t, err)
 	assert.True(t, strings.HasPrefix(string(svg), "<svg"))

@@ -33,7 +33,8 @@ func (r Report) SVG() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="12">`+"\n", width, height)
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="#ffffff"/>`+"\n")
-	fmt.Fprintf(&b, `<text x="%.0f" y="24" font-size="16" font-weight="bold">payguard outage demo: %.1f orders/s for %.0f s</text>`+"\n", left, r.Rate, r.DurationSeconds)
+	fmt.Fprintf(&b, `<text x="%.0f" y="24" font-size="16" font-weight="bold">payguard outage demo: %.1f orders/s for %.0f s, %d of %d orders lost</text>`+"\n",
+		left, r.Rate, r.DurationSeconds, r.Outcomes.Lost, r.Outcomes.Orders)
 
 	// Breaker state band.
 	fmt.Fprintf(&b, `<text x="8" y="%.0f">breaker</text>`+"\n", bandTop+bandH/2+4)

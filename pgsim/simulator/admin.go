@@ -143,7 +143,10 @@ func (s *Server) handleResolve(w http.ResponseWriter, r *http.Request) {
 
 // OrderStats is one order's line of /admin/stats.
 type OrderStats struct {
-	CreateRequests int      `json:"createRequests"`
+	CreateRequests int `json:"createRequests"`
+	// CreatedThen500 counts the creates that made a transaction and
+	// answered 500 (create.createdThen500Rate).
+	CreatedThen500 int      `json:"createdThen500"`
 	Transactions   []string `json:"transactions"`
 	Successful     int      `json:"successful"`
 	Cancelled      int      `json:"cancelled"`
@@ -166,7 +169,7 @@ func (s *Server) Stats() Stats {
 		out.Requests[k] = v
 	}
 	for id, st := range s.orders {
-		os := OrderStats{CreateRequests: st.createRequests, Transactions: slices.Clone(st.keys)}
+		os := OrderStats{CreateRequests: st.createRequests, CreatedThen500: st.createdThen500, Transactions: slices.Clone(st.keys)}
 		if os.Transactions == nil {
 			os.Transactions = []string{}
 		}

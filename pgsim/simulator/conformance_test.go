@@ -109,6 +109,24 @@ func TestConformanceInjectedInstabilityIsInternalError(t *testing.T) {
 	assert.Empty(t, s.Stats().Orders["order-inj"].Transactions, "an injected failure did nothing")
 }
 
+// A create answered 500 after creating answers exactly as an injected
+// instability does — the envelope with INTERNAL_ERROR and data null — while
+// the lookup by order id shows the transaction it made.
+func TestConformanceCreatedThen500IsInternalErrorWithATransaction(t *testing.T) {
+	f := slowProcessing()
+	f.Create.CreatedThen500Rate = 1
+	s := testenv.Pgsim(t, f)
+	h := map[string]string{"X-USER-ID": user}
+	requireFailure(t, createWith(t, s, h, createBody("order-c500", 5000, "http://x/cb")), http.StatusInternalServerError, "INTERNAL_ERROR")
+	c := do(t, http.MethodGet, s.GatewayURL()+"/api/v1/payments?orderId=order-c500", h, "")
+	require.Equal(t, http.StatusOK, c.status, c.rawBody)
+	txs, _ := requireSuccess(t, c)["transactions"].([]any)
+	require.Len(t, txs, 1, c.rawBody)
+	tx := txs[0].(map[string]any)
+	assert.Equal(t, []string{"reason", "status", "transactionKey"}, keys(tx))
+	assert.Equal(t, "PENDING", tx["status"])
+}
+
 func TestConformanceValidationIsBadRequest(t *testing.T) {
 	s := testenv.Pgsim(t, testenv.QuietFaults())
 	h := map[string]string{"X-USER-ID": user}

@@ -124,6 +124,11 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 			plan.entry.done, plan.entry.status, plan.entry.body = true, http.StatusOK, append(body, '\n')
 		})
 	}
+	if plan.answer500 {
+		writeError(w, http.StatusInternalServerError, gateway.CodeInternalError,
+			"pgsim injected this error after creating the transaction: the gateway is unstable, try again later")
+		return
+	}
 	if plan.holdFor > 0 && !sleep(r.Context(), plan.holdFor) {
 		return
 	}
@@ -138,13 +143,17 @@ type createPlan struct {
 	entry    *idemEntry    // this request's own entry, completed when it is answered
 	key      string        // the new transaction's key
 	holdFor  time.Duration // a timeout fault's hold of the answer
+	// answer500: the transaction was created, and the answer is a 500
+	// all the same. A key's entry keeps the 200: the key's next request
+	// replays what the gateway did.
+	answer500 bool
 }
 
 func (s *Server) planCreate(req gateway.CreateRequest, idemKey string, hash [32]byte, sc trace.SpanContext) createPlan {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.statsFor(req.OrderID).createRequests++
-	if status, fail := s.injectedError(&s.faults.Create); fail {
+	if status, fail := s.injectedError(&s.faults.Create.EndpointFaults); fail {
 		return createPlan{injected: status}
 	}
 	var p createPlan
@@ -160,7 +169,11 @@ func (s *Server) planCreate(req gateway.CreateRequest, idemKey string, hash [32]
 		s.idem[idemKey] = p.entry
 	}
 	p.key = s.newTransaction(req, sc).Key
-	if s.chance(s.faults.Create.TimeoutRate) {
+	switch {
+	case s.chance(s.faults.Create.CreatedThen500Rate):
+		p.answer500 = true
+		s.statsFor(req.OrderID).createdThen500++
+	case s.chance(s.faults.Create.TimeoutRate):
 		p.holdFor = time.Duration(s.faults.Create.TimeoutDelay)
 	}
 	return p

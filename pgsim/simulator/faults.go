@@ -82,6 +82,18 @@ type EndpointFaults struct {
 	TimeoutDelay Duration `json:"timeoutDelay"` // how long a timed-out answer is held
 }
 
+// CreateFaults are the create endpoint's faults: an endpoint's, and one
+// only a create can have.
+type CreateFaults struct {
+	EndpointFaults
+	// CreatedThen500Rate is the share of creates that create the
+	// transaction (it is decided and called back as usual, and a lookup by
+	// order id finds it) and then answer 500 with a complete error body:
+	// the gateway answered, so nothing is in flight, yet it holds the
+	// charge. A 500 alone never proves the gateway did nothing.
+	CreatedThen500Rate float64 `json:"createdThen500Rate"`
+}
+
 // Processing is how a created transaction is decided.
 type Processing struct {
 	Min         Duration `json:"min"`
@@ -100,7 +112,7 @@ type CallbackFaults struct {
 type Faults struct {
 	Down       bool           `json:"down"`
 	Latency    Range          `json:"latency"`
-	Create     EndpointFaults `json:"create"`
+	Create     CreateFaults   `json:"create"`
 	Lookup     EndpointFaults `json:"lookup"`
 	Cancel     EndpointFaults `json:"cancel"`
 	Processing Processing     `json:"processing"`
@@ -111,7 +123,7 @@ type Faults struct {
 // creates failing, 1–5 s processing with 70% success.
 func DefaultFaults() Faults {
 	endpoint := EndpointFaults{ErrorStatus: 500, TimeoutDelay: Duration(30 * time.Second)}
-	create := endpoint
+	create := CreateFaults{EndpointFaults: endpoint}
 	create.ErrorRate = 0.4
 	return Faults{
 		Latency:    Range{Min: Duration(100 * time.Millisecond), Max: Duration(500 * time.Millisecond)},
@@ -146,7 +158,7 @@ func (f Faults) Validate() error {
 	for _, ep := range []struct {
 		name string
 		f    EndpointFaults
-	}{{"create", f.Create}, {"lookup", f.Lookup}, {"cancel", f.Cancel}} {
+	}{{"create", f.Create.EndpointFaults}, {"lookup", f.Lookup}, {"cancel", f.Cancel}} {
 		name, e := ep.name, ep.f
 		rate(name+".errorRate", e.ErrorRate)
 		rate(name+".timeoutRate", e.TimeoutRate)
@@ -158,6 +170,7 @@ func (f Faults) Validate() error {
 		}
 		delay(name+".timeoutDelay", e.TimeoutDelay, MaxAnswerDelay)
 	}
+	rate("create.createdThen500Rate", f.Create.CreatedThen500Rate)
 	span("processing", f.Processing.Min, f.Processing.Max, MaxDecisionDelay)
 	rate("processing.successRate", f.Processing.SuccessRate)
 	rate("callback.dropRate", f.Callback.DropRate)

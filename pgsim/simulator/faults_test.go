@@ -64,6 +64,76 @@ func TestTimeoutRateDoesTheWorkButHoldsTheAnswer(t *testing.T) {
 	assert.Equal(t, "SUCCESS", sink.received()[0].Status)
 }
 
+// A create answered 500 after creating: the client sees the gateway's
+// complete error answer (an outcome unknown, never "not sent"), yet the
+// transaction exists — a lookup by order id lists it, and it is decided and
+// called back as any other.
+func TestCreatedThen500HoldsTheTransactionItDenies(t *testing.T) {
+	f := testenv.QuietFaults()
+	f.Create.CreatedThen500Rate = 1
+	s := testenv.Pgsim(t, f)
+	sink := newSink(t)
+	c, err := gateway.New(gateway.Config{BaseURL: s.GatewayURL()})
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = c.CreatePayment(context.Background(), gateway.CreateRequest{OrderID: "order-1", Amount: 1000, CardType: "KB",
+		CardNo: "1111-2222-3333-4444", CallbackURL: sink.srv.URL}, "", "")
+	require.ErrorIs(t, err, gateway.ErrOutcomeUnknown, "a 5xx proves nothing about the charge")
+	var gerr *gateway.Error
+	require.ErrorAs(t, err, &gerr)
+	assert.Equal(t, http.StatusInternalServerError, gerr.StatusCode)
+	assert.Equal(t, gateway.CodeInternalError, gerr.Code, "a complete error body, decoded")
+
+	st := s.Stats().Orders["order-1"]
+	assert.Equal(t, 1, st.CreateRequests)
+	assert.Equal(t, 1, st.CreatedThen500)
+	require.Len(t, st.Transactions, 1, "the 500 came after the transaction was made")
+	found, err := c.PaymentsByOrder(context.Background(), "order-1")
+	require.NoError(t, err)
+	require.Len(t, found.Transactions, 1, "a lookup by order id finds it")
+	assert.Equal(t, st.Transactions[0], found.Transactions[0].TransactionKey)
+	testenv.Eventually(t, 5*time.Second, func() bool { return len(sink.received()) == 1 }, "it is decided and called back as usual")
+	assert.Equal(t, st.Transactions[0], sink.received()[0].TransactionKey)
+}
+
+// Under an idempotency key the gateway acted once: the key's next request
+// replays that acting (200 and the transaction), not the 500, and makes no
+// second transaction.
+func TestCreatedThen500UnderAKeyReplaysTheTransaction(t *testing.T) {
+	f := slowProcessing()
+	f.Create.CreatedThen500Rate = 1
+	s := testenv.Pgsim(t, f)
+	first := create(t, s, "order-1", "k1", "http://127.0.0.1:1/cb")
+	require.Equal(t, http.StatusInternalServerError, first.status, first.rawBody)
+	again := create(t, s, "order-1", "k1", "http://127.0.0.1:1/cb")
+	require.Equal(t, http.StatusOK, again.status, again.rawBody)
+	assert.Equal(t, "true", again.header.Get("Idempotent-Replayed"))
+	st := s.Stats().Orders["order-1"]
+	require.Len(t, st.Transactions, 1)
+	assert.Equal(t, st.Transactions[0], again.body["transactionKey"])
+	assert.Equal(t, 1, st.CreatedThen500, "a replay is not a create that acted")
+
+	// Without a key every create acts: the rate applies to each.
+	create(t, s, "order-2", "", "http://127.0.0.1:1/cb")
+	create(t, s, "order-2", "", "http://127.0.0.1:1/cb")
+	assert.Equal(t, 2, s.Stats().Orders["order-2"].CreatedThen500)
+	assert.Len(t, s.Stats().Orders["order-2"].Transactions, 2)
+}
+
+func TestCreatedThen500RateIsPatchedAndBounded(t *testing.T) {
+	s := testenv.Pgsim(t, testenv.QuietFaults())
+	testenv.PatchFaults(t, s, map[string]any{"create": map[string]any{"createdThen500Rate": 0.25}})
+	assert.Equal(t, 0.25, s.Faults().Create.CreatedThen500Rate)
+	assert.Zero(t, s.Faults().Create.ErrorRate, "the endpoint's other faults keep their value")
+	var out map[string]any
+	assert.Equal(t, 400, testenv.Admin(t, s, "PATCH", "/admin/faults", map[string]any{"create": map[string]any{"createdThen500Rate": 1.5}}, &out))
+	assert.Contains(t, out["message"], "create.createdThen500Rate must be within 0..1")
+	var got map[string]any
+	testenv.Admin(t, s, "GET", "/admin/faults", nil, &got)
+	assert.Equal(t, 0.25, got["create"].(map[string]any)["createdThen500Rate"], "the admin API names it create.createdThen500Rate")
+	assert.NotContains(t, got["lookup"], "createdThen500Rate", "only a create has it")
+}
+
 func TestInjectedFaultsOnLookupAndCancel(t *testing.T) {
 	s := testenv.Pgsim(t, slowProcessing())
 	key := create(t, s, "order-1", "", "http://127.0.0.1:1/cb").body["transactionKey"].(string)

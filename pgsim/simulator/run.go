@@ -92,13 +92,15 @@ func newFlagSet(getenv func(string) string) (fs *flag.FlagSet, finish func() (Co
 	for _, ep := range []struct {
 		name string
 		f    *EndpointFaults
-	}{{"create", &f.Create}, {"lookup", &f.Lookup}, {"cancel", &f.Cancel}} {
+	}{{"create", &f.Create.EndpointFaults}, {"lookup", &f.Lookup}, {"cancel", &f.Cancel}} {
 		fs.Float64Var(&ep.f.ErrorRate, ep.name+"-error-rate", ep.f.ErrorRate, "share of "+ep.name+" calls answered with an injected error")
 		fs.IntVar(&ep.f.ErrorStatus, ep.name+"-error-status", ep.f.ErrorStatus, "HTTP status of injected "+ep.name+" errors")
 		fs.IntVar(&ep.f.FailNext, ep.name+"-fail-next", 0, "the next n "+ep.name+" calls fail")
 		fs.Float64Var(&ep.f.TimeoutRate, ep.name+"-timeout-rate", 0, "share of "+ep.name+" calls done but answered only after the timeout delay")
 		durationVar(fs, &ep.f.TimeoutDelay, ep.name+"-timeout-delay", "how long a timed-out "+ep.name+" answer is held")
 	}
+	fs.Float64Var(&f.Create.CreatedThen500Rate, "create-created-then-500-rate", 0,
+		"share of create calls that create the transaction and then answer 500 (a lookup by order id finds it)")
 	durationVar(fs, &f.Processing.Min, "processing-min", "least time before a transaction is decided")
 	durationVar(fs, &f.Processing.Max, "processing-max", "most time before a transaction is decided")
 	fs.Float64Var(&f.Processing.SuccessRate, "success-rate", f.Processing.SuccessRate, "share of transactions that succeed")

@@ -28,7 +28,7 @@ func TestParseFlagsDefaultsFollowTheSpec(t *testing.T) {
 func TestParseFlagsReadsEveryFault(t *testing.T) {
 	env := map[string]string{"GATEWAY_SECRET": "from-env"}
 	cfg, err := simulator.ParseFlags([]string{"--addr", "127.0.0.1:9000", "--seed", "7", "--idempotency=false",
-		"--create-error-rate", "0", "--lookup-fail-next", "10", "--lookup-error-status", "503", "--cancel-timeout-rate", "0.5",
+		"--create-error-rate", "0", "--create-created-then-500-rate", "0.3", "--lookup-fail-next", "10", "--lookup-error-status", "503", "--cancel-timeout-rate", "0.5",
 		"--latency-min", "0", "--latency-max", "20ms", "--processing-min", "1s", "--processing-max", "2s", "--success-rate", "1",
 		"--callback-drop-rate", "0.1", "--callback-delay", "50ms", "--callback-duplicate-rate", "0.2", "--down"},
 		func(k string) string { return env[k] }, io.Discard)
@@ -39,6 +39,7 @@ func TestParseFlagsReadsEveryFault(t *testing.T) {
 	assert.Equal(t, []byte("from-env"), cfg.Secret)
 	f := cfg.Faults
 	assert.Zero(t, f.Create.ErrorRate)
+	assert.Equal(t, 0.3, f.Create.CreatedThen500Rate)
 	assert.Equal(t, 10, f.Lookup.FailNext)
 	assert.Equal(t, 503, f.Lookup.ErrorStatus)
 	assert.Equal(t, 0.5, f.Cancel.TimeoutRate)
@@ -51,6 +52,7 @@ func TestParseFlagsReadsEveryFault(t *testing.T) {
 func TestParseFlagsRejectsBadValues(t *testing.T) {
 	for _, args := range [][]string{
 		{"--create-error-rate", "1.5"},
+		{"--create-created-then-500-rate", "-0.1"},
 		{"--latency-min", "2s", "--latency-max", "1s"},
 		{"--lookup-error-status", "200"},
 		{"--callback-delay", "soon"},

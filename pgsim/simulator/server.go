@@ -86,6 +86,7 @@ type transaction struct {
 
 type orderStats struct {
 	createRequests int
+	createdThen500 int // creates that made a transaction and answered 500
 	keys           []string
 }
 
