@@ -120,7 +120,7 @@ chaos: $(TEMPORAL) postgres build
 
 # The short seeded run `make ci` includes (~2 minutes).
 chaos-ci:
-	$(MAKE) chaos SEED=1 SEEDS=1 CHAOS_ARGS="--duration 40s --rate 2 --order-deadline 20s --settle 2m"
+	$(MAKE) chaos SEED=1 SEEDS=1 CHAOS_ARGS="--duration 40s --rate 2 --order-deadline 30s --settle 2m"
 
 # The benchmark (docs/design.md §11, docs/bench.md): its own stack, ~6 minutes; BENCH_ARGS
 # takes its flags (--quick, --waiting-10k, --worker-args "...", --label L).

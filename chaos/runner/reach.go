@@ -22,11 +22,6 @@ func workerArgs(o Options) []string {
 		"--breaker-window", "10s", "--breaker-open", "3s", fmt.Sprintf("--idempotency-keys=%t", o.IdempotencyKeys)}
 }
 
-// answeredGrace is the workers' --answered-grace: its default, which the
-// chaos workers run with. Hook: read it from the parsed worker Config once
-// the worker has the flag.
-const answeredGrace = time.Second
-
 // timings are I8's settings: the workers' flags as the worker itself
 // parses them (its defaults for what chaos does not set), and the gateway's
 // calm processing.
@@ -36,7 +31,7 @@ func timings(args []string, calm simulator.Faults) (check.Timings, error) {
 		return check.Timings{}, fmt.Errorf("the chaos workers' flags: %w", err)
 	}
 	return check.Timings{ConnectTimeout: c.ConnectTimeout, ReadTimeout: c.ReadTimeout, UnknownGrace: c.UnknownGrace,
-		AnsweredGrace: answeredGrace, PollMax: c.PollMax, BreakerOpen: max(c.Breaker.OpenFor, c.RequestBreaker.OpenFor),
+		AnsweredGrace: c.AnsweredGrace, PollMax: c.PollMax, BreakerOpen: max(c.Breaker.OpenFor, c.RequestBreaker.OpenFor),
 		Decision: time.Duration(calm.Processing.Max)}, nil
 }
 
