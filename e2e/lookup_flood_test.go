@@ -21,8 +21,8 @@ import (
 
 // Real stack, --callback-auth lookup: anyone who can reach the callback
 // endpoint and knows an order id floods unsigned callbacks. Each is a hint;
-// the order must still be compensated at its deadline (it once stayed
-// PENDING, stock held, for as long as the flood lasted).
+// the order must still be compensated at its deadline, not stay PENDING,
+// stock held, for as long as the flood lasts.
 func TestUnsignedFloodCannotHoldAnOrderPastItsDeadline(t *testing.T) {
 	unsignedFlood(t, 300*time.Millisecond) // the simulator's latency: a lookup takes longer than the gap between forgeries
 }
