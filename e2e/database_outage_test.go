@@ -18,8 +18,8 @@ import (
 // outage out and the order ends as if there had been none.
 
 // The database refuses the first writes of the create's attempt record — a
-// PostgreSQL outage as the create starts, longer than the create's old
-// three tries. Nothing was sent, so the create waits the database out and
+// PostgreSQL outage as the create starts, longer than three quick tries
+// would last. Nothing was sent, so the create waits the database out and
 // the order ends CONFIRMED with one create.
 func TestDatabaseFailingAsTheCreateStartsIsWaitedOut(t *testing.T) {
 	t.Parallel()

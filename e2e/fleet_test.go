@@ -28,11 +28,10 @@ import (
 // breakers (--breaker-scope fleet): a trip, its half-open trials and its
 // recovery are the fleet's, not each worker's.
 
-// Three worker processes on one task queue and one database, the gateway's
-// lookups failing: the fleet's lookup breaker trips once — one trip's worth
-// of lookups reach the dead gateway, not one per worker — every worker sees
-// it open within a second of the first, and recovery closes it in all
-// three; the orders then confirm.
+// The gateway's lookups failing: the fleet's lookup breaker trips once —
+// one trip's worth of lookups reach the dead gateway, not one per worker —
+// every worker sees it open within a second of the first, and recovery
+// closes it in all three; the orders then confirm.
 func TestThreeWorkersShareOneLookupBreaker(t *testing.T) {
 	t.Parallel()
 	f := testenv.QuietFaults()

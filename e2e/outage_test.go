@@ -19,9 +19,9 @@ import (
 )
 
 // A gateway outage under load: orders keep coming while the gateway goes
-// down and comes back; the breaker goes CLOSED → OPEN →
-// HALF_OPEN → CLOSED; no order fails to start, every order ends, none is
-// charged twice, and the stock adds up.
+// down and comes back; the breaker goes CLOSED → OPEN → HALF_OPEN →
+// CLOSED; no order fails to start, every order ends, none is charged twice,
+// and the stock adds up.
 //
 // Not parallel: its breaker timings need the test binary's share of the
 // machine to itself (other packages' binaries still run beside it).

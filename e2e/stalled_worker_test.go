@@ -25,12 +25,11 @@ import (
 // A worker is stalled inside the first workflow task's create, past the
 // task's timeout: its BeginAttempt holds the order's row lock with the
 // attempt not yet committed. An operator cancels, and a second worker runs
-// the task again. Then the stalled worker
-// resumes, commits the attempt and sends the create; the gateway charges it
-// and its callback is lost. The second run must not end the order CANCELLED
-// with the customer charged: it waits for the first run's step and searches
-// the gateway, and a create that lands after the compensation is undone by
-// its sender.
+// the task again. Then the stalled worker resumes, commits the attempt and
+// sends the create; the gateway charges it and its callback is lost. The
+// second run must not end the order CANCELLED with the customer charged: it
+// waits for the first run's step and searches the gateway, and a create that
+// lands after the compensation is undone by its sender.
 func TestWorkerStalledMidCreateThenCancelledLeavesNoCharge(t *testing.T) {
 	t.Parallel()
 	f := testenv.QuietFaults()
