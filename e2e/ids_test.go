@@ -41,8 +41,7 @@ func requireNothingHappened(t *testing.T, s *testenv.Stack, orderID string) {
 // The starter refuses every id outside the rule, in every command that takes
 // one, with the rule's message and before it starts, reserves or sends
 // anything. A 64-character id with every allowed punctuation mark goes all
-// the way to CONFIRMED. Before, `order --order-id <200 characters>` started
-// a workflow that reserved the stock.
+// the way to CONFIRMED.
 func TestStarterRefusesIDsOutsideTheRuleBeforeAnythingIsReserved(t *testing.T) {
 	t.Parallel()
 	s := testenv.NewStack(t, testenv.QuietFaults(), nil)
@@ -96,9 +95,10 @@ func TestStarterRefusesIDsOutsideTheRuleBeforeAnythingIsReserved(t *testing.T) {
 // A PaymentWorkflow started directly — by any client, not only the starter
 // — with ids outside the rule fails at once with a non-retryable
 // InvalidOrder, without scheduling a single activity: no order row, stock
-// untouched, nothing at the gateway. Before, the 200-character id reserved
-// stock and then failed at the gateway, the NUL byte sent Reserve into
-// retries without end, and the CR made every create "unreachable".
+// untouched, nothing at the gateway. Let through, the 200-character id
+// would reserve stock and then fail at the gateway, the NUL byte would send
+// Reserve into retries without end, and the CR would make every create
+// "unreachable".
 func TestWorkflowRefusesIDsOutsideTheRuleBeforeReserving(t *testing.T) {
 	t.Parallel()
 	s := testenv.NewStack(t, testenv.QuietFaults(), nil)

@@ -20,9 +20,9 @@ import (
 
 // A sweep reads a page of orders, then looks at each one's workflow in
 // turn, pacing its gateway lookups: an order open in the page can be ended
-// by its own workflow before the sweep looks. make chaos found that sweep
-// starting a recovery over an order just CONFIRMED, whose run then became
-// the order's latest, without its OrderStatus (I4).
+// by its own workflow before the sweep looks. A recovery started over an
+// order just CONFIRMED would become the order's latest run, without its
+// OrderStatus (invariant I4).
 
 // latestRun describes the newest run under the order's workflow id: its
 // type and its OrderStatus and PaymentStatus search attributes.

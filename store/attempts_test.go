@@ -216,10 +216,10 @@ func TestAnUnreachableCreateDoesNotClearAnEarlierUnknownOne(t *testing.T) {
 
 // FinishAttempt takes the order's row lock before it touches the attempt,
 // as BeginAttempt does (order, then attempts, in closeLost): when a retried
-// create's BeginAttempt and the first try's FinishAttempt met on one order,
-// the opposite order deadlocked them, and PostgreSQL failed one after a
-// second (found by review of 4844beb). Here the order is held locked while
-// FinishAttempt runs: it must wait with the attempt row still free.
+// create's BeginAttempt and the first try's FinishAttempt meet on one order,
+// the opposite order would deadlock them, and PostgreSQL fail one after a
+// second. Here the order is held locked while FinishAttempt runs: it must
+// wait with the attempt row still free.
 func TestFinishAttemptTakesTheOrderLockBeforeTheAttempts(t *testing.T) {
 	t.Parallel()
 	s, ctx := reservedOrder(t)
@@ -254,7 +254,7 @@ func finishBehindLock(t *testing.T, s *store.Store, a store.Answer) <-chan error
 // While FinishAttempt waits for the order's lock, the holder closes the
 // attempt UNKNOWN as closeLost does, and commits: the waiting answer then
 // finds no attempt SENDING. A different answer is refused and moves
-// nothing; the same one is a no-op (review of eea12ef).
+// nothing; the same one is a no-op.
 func TestFinishAttemptAfterTheAttemptWasClosedUnderIt(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {

@@ -1,20 +1,28 @@
 package service_test
 
 import (
+	"context"
+	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/payguard/payguard/internal/testenv"
+	"github.com/payguard/payguard/starter/cli/clitest"
 	"github.com/payguard/payguard/status"
 	wm "github.com/payguard/payguard/worker/metrics"
+	"github.com/payguard/payguard/worker/service"
 )
 
 // pastDeadline reads payguard_orders_past_deadline from the worker's /metrics.
 func pastDeadline(t *testing.T, s *testenv.Stack) float64 {
 	t.Helper()
-	m := regexp.MustCompile(`(?m)^` + wm.OrdersPastDeadline + ` (\S+)$`).FindStringSubmatch(metrics(t, s))
+	m := regexp.MustCompile(`(?m)^` + wm.OrdersPastDeadline + ` (\S+)$`).FindStringSubmatch(s.Metrics(t))
 	if m == nil {
 		t.Fatalf("%s not in /metrics", wm.OrdersPastDeadline)
 	}
@@ -30,18 +38,54 @@ func pastDeadline(t *testing.T, s *testenv.Stack) float64 {
 // counts it while it does, and not before or after.
 func TestOrdersStuckPastTheirDeadlineAreCounted(t *testing.T) {
 	t.Parallel()
-	s := testenv.NewStack(t, processing(time.Hour), nil)
-	setStock(t, s, 5)
-	placeOrder(t, s, "late-deadline-1", "--deadline", "3s")
-	waitStatus(t, s, "late-deadline-1", status.OrderPending)
+	s := testenv.NewStack(t, testenv.Processing(time.Hour), nil)
+	s.SetStock(t, "P1", 5)
+	clitest.PlaceOrder(t, s, "late-deadline-1", "P1", 2, "--deadline", "3s")
+	s.WaitOrder(t, "late-deadline-1", status.OrderPending, 30*time.Second)
 	if v := pastDeadline(t, s); v != 0 {
 		t.Fatalf("before the deadline: %s = %v, want 0", wm.OrdersPastDeadline, v)
 	}
 	testenv.PatchFaults(t, s.Sim, map[string]any{"down": true})
 	testenv.Eventually(t, 30*time.Second, func() bool { return pastDeadline(t, s) == 1 }, "the stuck order counted")
 	testenv.PatchFaults(t, s.Sim, map[string]any{"down": false})
-	waitStatus(t, s, "late-deadline-1", status.OrderCancelled)
+	s.WaitOrder(t, "late-deadline-1", status.OrderCancelled, 30*time.Second)
 	if v := pastDeadline(t, s); v != 0 {
 		t.Fatalf("once cancelled: %s = %v, want 0", wm.OrdersPastDeadline, v)
 	}
+}
+
+// The lookup breaker's state and transitions, the gateway calls' outcomes
+// and the SDK's own metrics on /metrics, through an outage; an open breaker
+// fails no payment.
+func TestMetricsShowTheBreakerOpeningWhenTheGatewayIsDown(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStack(t, testenv.Processing(time.Hour), func(c *service.Config) { c.PollInitial, c.PollMax = 200*time.Millisecond, 200*time.Millisecond })
+	s.SetStock(t, "P1", 10)
+	for i := range 3 {
+		clitest.PlaceOrder(t, s, fmt.Sprintf("brk-%04d", i), "P1", 1)
+	}
+	for i := range 3 {
+		s.WaitOrder(t, fmt.Sprintf("brk-%04d", i), status.OrderPending, 30*time.Second)
+	}
+	assert.Contains(t, s.Metrics(t), `payguard_breaker_state{breaker="gateway-lookup"} 0`)
+	testenv.PatchFaults(t, s.Sim, map[string]any{"down": true})
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		return strings.Contains(s.Metrics(t), `payguard_breaker_state{breaker="gateway-lookup"} 2`)
+	}, "breaker open in /metrics")
+	m := s.Metrics(t)
+	assert.Contains(t, m, `payguard_breaker_transitions_total{breaker="gateway-lookup",from="closed",to="open"} 1`)
+	assert.Contains(t, m, `payguard_gateway_calls_total{endpoint="lookup",outcome="unreachable"}`)
+	// The SDK's own metrics, through its OpenTelemetry contrib: counters
+	// as Prometheus counters, timers as histograms in seconds.
+	assert.Regexp(t, `(?m)^# TYPE temporal_request_total counter$`, m)
+	assert.Regexp(t, `(?m)^temporal_request_latency_seconds_bucket\{.*le="0.005"`, m)
+	for i := range 3 {
+		o, err := s.Store.GetOrder(context.Background(), fmt.Sprintf("brk-%04d", i))
+		require.NoError(t, err)
+		assert.Equal(t, status.OrderPending, o.Status, "an open breaker fails no payment")
+	}
+	testenv.PatchFaults(t, s.Sim, map[string]any{"down": false})
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		return strings.Contains(s.Metrics(t), `payguard_breaker_transitions_total{breaker="gateway-lookup",from="half-open",to="closed"} 1`)
+	}, "breaker closed again")
 }

@@ -13,7 +13,7 @@ import (
 
 func TestSlowClientsCannotHoldWorkerConnections(t *testing.T) {
 	t.Parallel()
-	s := testenv.NewStack(t, processing(time.Hour), func(c *service.Config) { c.HTTPTimeouts = testenv.FastHTTPTimeouts() })
+	s := testenv.NewStack(t, testenv.Processing(time.Hour), func(c *service.Config) { c.HTTPTimeouts = testenv.FastHTTPTimeouts() })
 	t.Run("trickled callback body", func(t *testing.T) {
 		took := testenv.TrickleBody(t, http.MethodPost, s.Config.CallbackURL, 20*time.Millisecond, 5*time.Second)
 		assert.Greater(t, took, testenv.FastHTTPTimeouts().Read/2, "it waited for the body, then gave up")

@@ -158,7 +158,7 @@ server_ca_cert_path = %q
 	configFile := filepath.Join(pki.dir, "temporal.toml")
 	require.NoError(t, os.WriteFile(configFile, []byte(toml), 0o600))
 
-	sim := testenv.Pgsim(t, processing(100*time.Millisecond))
+	sim := testenv.Pgsim(t, testenv.Processing(100*time.Millisecond))
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	taskQueue := testenv.ID("tls")

@@ -1,7 +1,8 @@
 // Package clitest runs starter commands in-process for tests, the way a
-// user's shell would, and returns what they printed. It lives beside the
-// starter, not in internal/testenv, so the test helpers need not import a
-// command at the top of the layers.
+// user's shell would, and returns what they printed; PlaceOrder and
+// PendingOrder place orders on a testenv stack with them. It lives beside
+// the starter, not in internal/testenv, so the test helpers need not import
+// a command at the top of the layers.
 package clitest
 
 import (

@@ -1,4 +1,4 @@
-package service_test
+package e2e_test
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/payguard/payguard/gateway"
 	"github.com/payguard/payguard/internal/testenv"
@@ -20,10 +19,10 @@ import (
 	"github.com/payguard/payguard/workflows"
 )
 
-// Reviews of the local database steps (money-safety version 2) on the real
-// stack: a local activity's effect is committed before the workflow task
-// that ran it is; a task that does not complete is run again from its
-// history, and what it decides then must agree with what was committed.
+// An operator's cancel while the order's Settle runs. A local step's
+// effect is committed before the workflow task that ran it completes; a
+// task that does not complete is run again from its history, and what it
+// decides then must agree with what was committed.
 
 // An operator's cancel arrives while the workflow task that settles a
 // SUCCESS callback is running its local Settle (blocked on the order's row,
@@ -36,7 +35,7 @@ import (
 func TestOperatorCancelDuringLocalSettleKeepsMoneyAndStockTogether(t *testing.T) {
 	t.Parallel()
 	cancelDuringLocalSettle(t, "lset-0001", func(s *testenv.Stack, id, key string) {
-		code, _ := postCallback(t, s, callbackBody("lset-0001", key, gateway.StatusSuccess, 5000), testenv.Secret, time.Now())
+		code, _ := s.PostCallback(t, testenv.CallbackBody("lset-0001", key, gateway.StatusSuccess, 5000), testenv.Secret, time.Now())
 		require.Equal(t, http.StatusOK, code)
 	})
 }
@@ -47,7 +46,7 @@ func TestOperatorCancelDuringLocalSettleKeepsMoneyAndStockTogether(t *testing.T)
 func TestOperatorCancelDuringLocalSettleOfALookupKeepsMoneyAndStockTogether(t *testing.T) {
 	t.Parallel()
 	cancelDuringLocalSettle(t, "lset-0002", func(s *testenv.Stack, id, key string) {
-		require.NoError(t, temporalClient(t).SignalWorkflow(context.Background(), id, "", workflows.LookupHintSignal,
+		require.NoError(t, testenv.Temporal(t).SignalWorkflow(context.Background(), id, "", workflows.LookupHintSignal,
 			workflows.LookupHint{TransactionKey: key, Status: gateway.StatusSuccess}))
 	})
 }
@@ -60,14 +59,14 @@ func TestOperatorCancelDuringLocalSettleOfALookupKeepsMoneyAndStockTogether(t *t
 // writes after Reserve.
 func TestOperatorCancelDuringLocalSettleOfAnEarlyCallbackKeepsMoneyAndStockTogether(t *testing.T) {
 	t.Parallel()
-	f := processing(100 * time.Millisecond)
+	f := testenv.Processing(100 * time.Millisecond)
 	f.Latency = simulator.Range{Min: simulator.Duration(3 * time.Second), Max: simulator.Duration(3 * time.Second)}
 	s := testenv.NewStack(t, f, func(c *service.Config) {
 		c.ReadTimeout, c.PollInitial, c.PollMax = 10*time.Second, time.Minute, time.Minute
 	})
-	setStock(t, s, 5)
+	setStock(t, s, "P1", 5)
 	ctx := context.Background()
-	placeOrder(t, s, "lset-0003")
+	placeOrder(t, s, "lset-0003", "P1", 2)
 	testenv.Eventually(t, 30*time.Second, func() bool {
 		o, err := s.Store.GetOrder(ctx, "lset-0003")
 		return err == nil && o.Reservation == store.ReservationHeld
@@ -75,7 +74,7 @@ func TestOperatorCancelDuringLocalSettleOfAnEarlyCallbackKeepsMoneyAndStockToget
 	release := testenv.HoldRows(t, s.Store.Pool(), `SELECT * FROM reservations WHERE order_id = 'lset-0003' FOR UPDATE`)
 
 	testenv.WaitLockWaiters(t, s.Store.Pool(), 1, "", "Settle blocked on the reservation row")
-	tc := temporalClient(t)
+	tc := testenv.Temporal(t)
 	id := workflows.PaymentWorkflowID("lset-0003")
 	require.NoError(t, tc.CancelWorkflow(ctx, id, ""))
 	release()
@@ -93,7 +92,7 @@ func cancelDuringLocalSettle(t *testing.T, orderID string, answer func(s *testen
 
 	release := testenv.HoldRows(t, s.Store.Pool(), `SELECT * FROM orders WHERE order_id = $1 FOR UPDATE`, orderID)
 
-	tc := temporalClient(t)
+	tc := testenv.Temporal(t)
 	id := workflows.PaymentWorkflowID(orderID)
 	answer(s, id, key)
 	testenv.WaitLockWaiters(t, s.Store.Pool(), 1, "", "Settle blocked on the order row")
@@ -109,8 +108,8 @@ func cancelDuringLocalSettle(t *testing.T, orderID string, answer func(s *testen
 }
 
 // checkMoneyAndStock waits for the order's workflow to end and holds the
-// order, the gateway and the stock to one story: CONFIRMED with its charge
-// standing, or CANCELLED with no charge and the stock back.
+// order, the gateway and the stock to one story (requireMoneyAndStockAgree),
+// a CONFIRMED order's charge not refunded.
 func checkMoneyAndStock(t *testing.T, s *testenv.Stack, tc client.Client, orderID string) {
 	ctx := context.Background()
 	waitCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
@@ -121,67 +120,8 @@ func checkMoneyAndStock(t *testing.T, s *testenv.Stack, tc client.Client, orderI
 	got, err := s.Store.GetOrder(ctx, orderID)
 	require.NoError(t, err)
 	gw := s.Sim.Stats().Orders[orderID]
-	st := stock(t, s)
-	t.Logf("order %s payment %s reservation %s; gateway %+v; stock %+v", got.Status, got.PaymentStatus, got.Reservation, gw, st)
-	switch got.Status {
-	case status.OrderConfirmed:
-		assert.Equal(t, 1, gw.Successful, "a CONFIRMED order's charge stands at the gateway")
+	if got.Status == status.OrderConfirmed {
 		assert.Zero(t, gw.Refunded, "a CONFIRMED order's charge was refunded: goods sold, money returned")
-		assert.Equal(t, store.Stock{ProductID: "P1", Total: 5, Available: 3, Sold: 2}, st)
-	case status.OrderCancelled:
-		assert.Zero(t, gw.Successful, "a CANCELLED order keeps no charge")
-		assert.Equal(t, store.Stock{ProductID: "P1", Total: 5, Available: 5}, st)
-	default:
-		t.Errorf("order left %s", got.Status)
 	}
-	assert.NoError(t, nonFailure(runErr), "the workflow must not fail with the order's money and stock apart")
-}
-
-// nonFailure is the workflow's error unless it is an operator's cancel,
-// which is an ending like any other.
-func nonFailure(err error) error {
-	if temporal.IsCanceledError(err) {
-		return nil
-	}
-	return err
-}
-
-// The database refuses the local Settle's write for longer than its local
-// tries last: the step goes on as a regular activity, and the workflow
-// waits the outage out and confirms.
-func TestDatabaseFailingDuringALocalSettleIsWaitedOut(t *testing.T) {
-	t.Parallel()
-	s := testenv.NewStack(t, processing(100*time.Millisecond), nil)
-	setStock(t, s, 5)
-	// Six refusals: five local tries, then the regular activity's first try;
-	// its retry half a second later succeeds.
-	testenv.FailFirst(t, s.Store.Pool(), 6, "UPDATE", "reservations", "")
-	placeOrder(t, s, "lout-0001")
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	tc := temporalClient(t)
-	id := workflows.PaymentWorkflowID("lout-0001")
-	var st workflows.State
-	require.NoError(t, tc.GetWorkflow(ctx, id, "").Get(ctx, &st))
-	assert.Equal(t, status.OrderConfirmed, st.Status)
-	o, err := s.Store.GetOrder(ctx, "lout-0001")
-	require.NoError(t, err)
-	assert.Equal(t, status.OrderConfirmed, o.Status)
-	assert.Equal(t, store.Stock{ProductID: "P1", Total: 5, Available: 3, Sold: 2}, stock(t, s))
-	assert.Equal(t, 1, s.Sim.Stats().Orders["lout-0001"].Successful)
-	// The local tries (0.5, 1, 2, 4 s apart, inside the task) are spent by
-	// the fifth refusal; the step goes on as a regular Settle activity,
-	// whose retry is the server's and costs the history nothing. Tries on
-	// server timers would cost six events each: about 17,000 a day of
-	// outage at the 30 s interval.
-	var events, regularSettles int
-	for iter := tc.GetWorkflowHistory(ctx, id, "", false, 0); iter.HasNext(); events++ {
-		e, err := iter.Next()
-		require.NoError(t, err)
-		if e.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() == "Settle" {
-			regularSettles++
-		}
-	}
-	assert.Equal(t, 1, regularSettles, "the Settle still failing after its local tries goes on as a regular activity")
-	t.Logf("history: %d events", events)
+	requireMoneyAndStockAgree(t, got, gw, stockOf(t, s, "P1"), runErr)
 }

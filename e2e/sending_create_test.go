@@ -1,4 +1,4 @@
-package service_test
+package e2e_test
 
 import (
 	"context"
@@ -23,8 +23,8 @@ import (
 // lookup by order id finds its transaction (payment PENDING with its key),
 // and then the order is cancelled: the cancel closes the attempt and ends
 // the order CANCELLED from there. (Closing it the way a retried create
-// does, payment UNKNOWN, is no move from PENDING: the cancel was refused
-// every time, the workflow failed and the stock stayed held.)
+// does, payment UNKNOWN, is no move from PENDING: the cancel would be
+// refused every time, the workflow fail and the stock stay held.)
 
 // gatewayHoldsCreates is pgsim taking each create after 3 s and leaving it
 // PENDING: a worker can be killed with the create on the wire and its
@@ -82,7 +82,7 @@ func requireCancelled(t *testing.T, st *store.Store, sim *simulator.Server, orde
 func TestCancelAfterALookupFoundACreateStillSending(t *testing.T) {
 	t.Parallel()
 	sim := testenv.Pgsim(t, gatewayHoldsCreates())
-	w := newWorkerProcess(t, sim, testenv.NewDatabase(t), "--read-timeout", "20s", "--poll-initial", "500ms", "--poll-max", "1s",
+	w := newWorkerProcess(t, sim.GatewayURL(), testenv.NewDatabase(t), "--read-timeout", "20s", "--poll-initial", "500ms", "--poll-max", "1s",
 		"--request-breaker-consecutive-failures", "2", "--request-breaker-open", "10m",
 		"--breaker-scope", "process") // the second worker's own breaker trips on its own two failures
 	first := w.start()
@@ -113,7 +113,7 @@ func TestCancelAfterALookupFoundACreateStillSending(t *testing.T) {
 func TestRecoveryCancelledOverACreateStillSending(t *testing.T) {
 	t.Parallel()
 	sim := testenv.Pgsim(t, gatewayHoldsCreates())
-	w := newWorkerProcess(t, sim, testenv.NewDatabase(t), "--read-timeout", "5s", "--poll-initial", "500ms", "--poll-max", "1s")
+	w := newWorkerProcess(t, sim.GatewayURL(), testenv.NewDatabase(t), "--read-timeout", "5s", "--poll-initial", "500ms", "--poll-max", "1s")
 	first := w.start()
 	ctx := context.Background()
 	st := w.stockedStore(ctx)

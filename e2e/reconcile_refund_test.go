@@ -19,8 +19,9 @@ import (
 	"github.com/payguard/payguard/workflows"
 )
 
-// Holes found reviewing the reconciliation sweep (docs/design.md §10), each
-// set up on the real stack and kept as a regression test.
+// The sweep (docs/design.md §10) refunds a late charge once: over an order
+// whose workflow died with its payment refused, and under two sweeps at
+// once.
 
 // An order whose workflow died after its granted re-send was refused: the
 // store holds the payment FAILED (the refusal is clean: the grant cleared the

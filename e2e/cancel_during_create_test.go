@@ -1,4 +1,4 @@
-package service_test
+package e2e_test
 
 import (
 	"context"
@@ -8,9 +8,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/converter"
 
 	"github.com/payguard/payguard/internal/testenv"
 	"github.com/payguard/payguard/pgsim/simulator"
@@ -20,12 +17,11 @@ import (
 	"github.com/payguard/payguard/workflows"
 )
 
-// Reviews of the local create (money-safety version 3) on the real stack.
-// The create now runs inside the workflow task that scheduled it, on a
-// disconnected context, and that task may go on to end the workflow: the
-// gateway's refusal is settled FAILED, an unreachable gateway compensated,
-// all before the task completes. A task that does not complete is run again
-// from its history, and its second run must decide as the first did.
+// An operator's cancel while the order's create is under way. The create
+// runs inside the workflow task that scheduled it, and that task may go on
+// to end the workflow (a refusal settled FAILED, an unreachable gateway
+// compensated) before it completes; a task that does not complete is run
+// again from its history, and its second run must decide as the first did.
 
 // An operator's cancel arrives while the order's first create is on the
 // wire, and the gateway refuses the create (4xx). The workflow task that
@@ -46,9 +42,9 @@ func TestOperatorCancelDuringARefusedLocalCreateEndsTheOrderOnce(t *testing.T) {
 	s := testenv.NewStack(t, f, func(c *service.Config) {
 		c.ReadTimeout, c.PollInitial, c.PollMax = 10*time.Second, time.Minute, time.Minute
 	})
-	setStock(t, s, 5)
+	setStock(t, s, "P1", 5)
 	const orderID = "lcre-0001"
-	placeOrder(t, s, orderID)
+	placeOrder(t, s, orderID, "P1", 2)
 	onTheWire(t, s.Store, orderID, nil, "create on the wire")
 	// The task has run for well under its 8 s heartbeat: the server holds
 	// the request until the task completes.
@@ -67,10 +63,10 @@ func TestOperatorCancelDuringARefusedLocalReSendEndsTheOrderOnce(t *testing.T) {
 	f := testenv.QuietFaults()
 	f.Create.FailNext, f.Create.ErrorStatus = 1, http.StatusInternalServerError
 	s := testenv.NewStack(t, f, func(c *service.Config) { c.ReadTimeout = 10 * time.Second })
-	setStock(t, s, 5)
+	setStock(t, s, "P1", 5)
 	ctx := context.Background()
 	const orderID = "lcre-0004"
-	placeOrder(t, s, orderID)
+	placeOrder(t, s, orderID, "P1", 2)
 	testenv.Eventually(t, 30*time.Second, func() bool {
 		list, err := s.Store.Attempts(ctx, orderID)
 		return err == nil && len(list) == 1 && list[0].Outcome == store.OutcomeUnknown
@@ -91,18 +87,18 @@ func TestOperatorCancelDuringARefusedLocalReSendEndsTheOrderOnce(t *testing.T) {
 func cancelARefusedCreate(t *testing.T, s *testenv.Stack, orderID string, creates int) {
 	t.Helper()
 	ctx := context.Background()
-	tc := temporalClient(t)
+	tc := testenv.Temporal(t)
 	id := workflows.PaymentWorkflowID(orderID)
 	require.NoError(t, tc.CancelWorkflow(ctx, id, ""))
 
-	runErr := waitWorkflow(t, tc, id)
+	runErr := workflowEnd(t, tc, id, 60*time.Second)
 	got, err := s.Store.GetOrder(ctx, orderID)
 	require.NoError(t, err)
 	t.Logf("workflow ended: %v; order %s payment %s reservation %s", runErr, got.Status, got.PaymentStatus, got.Reservation)
 	t.Logf("history:\n%s", historySummary(t, tc, id))
 	assert.Contains(t, []status.Order{status.OrderFailed, status.OrderCancelled}, got.Status)
 	assert.Equal(t, store.ReservationReleased, got.Reservation)
-	assert.Equal(t, store.Stock{ProductID: "P1", Total: 5, Available: 5}, stock(t, s))
+	assert.Equal(t, store.Stock{ProductID: "P1", Total: 5, Available: 5}, stockOf(t, s, "P1"))
 	assert.Zero(t, s.Sim.Stats().Orders[orderID].Successful, "nothing was charged")
 	assert.Equal(t, creates, s.Sim.Stats().Orders[orderID].CreateRequests, "creates sent, all refused")
 	assert.NoError(t, nonFailure(runErr), "after the stock is reserved the workflow never fails")
@@ -112,31 +108,29 @@ func cancelARefusedCreate(t *testing.T, s *testenv.Stack, orderID string, create
 
 // An operator's cancel arrives between two local tries of the create: the
 // gateway's port was closed for the first try (UNREACHABLE: nothing
-// charged), and it opens right after the cancel. The design's promise for
-// the create is that a cancel stops it between tries (version 1's regular
-// activity does so); the local tries run on a disconnected context and
-// cannot see the cancel until their workflow task completes, so each later
-// try is a new charge sent after the operator cancelled the order (then
-// cancelled or refunded by the compensation, or confirmed if its callback
-// comes with the cancel). The test holds that no create reaches the gateway
+// charged), and it opens right after the cancel. The design promises that
+// a cancel stops the create between tries; the local tries run on a
+// disconnected context and cannot see the cancel until their workflow task
+// completes, so a later try would be a new charge sent after the operator
+// cancelled the order. The test holds that no create reaches the gateway
 // after the cancel, and that money and stock end together whatever happened.
 func TestOperatorCancelBetweenLocalCreateTriesSendsNoCreateAfterIt(t *testing.T) {
 	t.Parallel()
-	f := processing(100 * time.Millisecond)
+	f := testenv.Processing(100 * time.Millisecond)
 	f.Down = true
 	s := testenv.NewStack(t, f, func(c *service.Config) {
 		// Five creates allowed: the local tries, 0.5 to 4 s apart, may all send.
 		c.RequestAttempts, c.PollInitial, c.PollMax = 5, time.Minute, time.Minute
 	})
-	setStock(t, s, 5)
+	setStock(t, s, "P1", 5)
 	ctx := context.Background()
 	const orderID = "lcre-0002"
-	placeOrder(t, s, orderID)
+	placeOrder(t, s, orderID, "P1", 2)
 	testenv.Eventually(t, 30*time.Second, func() bool {
 		list, err := s.Store.Attempts(ctx, orderID)
 		return err == nil && len(list) >= 1 && list[0].Outcome == store.OutcomeUnreachable
 	}, "first create refused at the dial")
-	tc := temporalClient(t)
+	tc := testenv.Temporal(t)
 	id := workflows.PaymentWorkflowID(orderID)
 	require.NoError(t, tc.CancelWorkflow(ctx, id, ""))
 	atCancel, err := s.Store.Attempts(ctx, orderID)
@@ -171,17 +165,17 @@ func TestOperatorCancelBetweenLocalCreateTriesSendsNoCreateAfterIt(t *testing.T)
 // and with exactly one create sent.
 func TestOperatorCancelWhileTheLocalCreateIsOnTheWireKeepsMoneyAndStockTogether(t *testing.T) {
 	t.Parallel()
-	f := processing(100 * time.Millisecond)
+	f := testenv.Processing(100 * time.Millisecond)
 	f.Latency = simulator.Range{Min: simulator.Duration(3 * time.Second), Max: simulator.Duration(3 * time.Second)}
 	s := testenv.NewStack(t, f, func(c *service.Config) {
 		c.ReadTimeout, c.PollInitial, c.PollMax = 10*time.Second, time.Minute, time.Minute
 	})
-	setStock(t, s, 5)
+	setStock(t, s, "P1", 5)
 	ctx := context.Background()
 	const orderID = "lcre-0003"
-	placeOrder(t, s, orderID)
+	placeOrder(t, s, orderID, "P1", 2)
 	onTheWire(t, s.Store, orderID, nil, "create on the wire")
-	tc := temporalClient(t)
+	tc := testenv.Temporal(t)
 	id := workflows.PaymentWorkflowID(orderID)
 	require.NoError(t, tc.CancelWorkflow(ctx, id, ""))
 
@@ -193,106 +187,48 @@ func TestOperatorCancelWhileTheLocalCreateIsOnTheWireKeepsMoneyAndStockTogether(
 		"the closed workflow's OrderStatus says what the database says")
 }
 
-// cancelSeen: a workflow task completed after the workflow's cancel
-// request, so the workflow code has seen it.
-func cancelSeen(t *testing.T, tc client.Client, id string) bool {
-	iter := tc.GetWorkflowHistory(context.Background(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	requested := false
-	for iter.HasNext() {
-		e, err := iter.Next()
-		require.NoError(t, err)
-		switch e.GetEventType() {
-		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED:
-			requested = true
-		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
-			if requested {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// waitWorkflow waits for the workflow to close and returns how it ended.
-func waitWorkflow(t *testing.T, tc client.Client, id string) error {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	err := tc.GetWorkflow(ctx, id, "").Get(ctx, nil)
-	require.NoError(t, ctx.Err(), "workflow %s still running", id)
-	return err
-}
-
-// searchAttribute reads a keyword search attribute of a workflow as the
-// server holds it (its mutable state, not the visibility store).
-func searchAttribute(t *testing.T, tc client.Client, id, name string) string {
-	t.Helper()
-	desc, err := tc.DescribeWorkflow(context.Background(), id, "")
-	require.NoError(t, err)
-	p, ok := desc.RawResponse.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields()[name]
-	if !ok {
-		return ""
-	}
-	var v string
-	require.NoError(t, converter.GetDefaultDataConverter().FromPayload(p, &v))
-	return v
-}
-
-// historySummary lists a workflow's events by type, one a line, with the
-// cause of a failed workflow task.
-func historySummary(t *testing.T, tc client.Client, id string) string {
-	t.Helper()
-	var out string
-	iter := tc.GetWorkflowHistory(context.Background(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for iter.HasNext() {
-		e, err := iter.Next()
-		require.NoError(t, err)
-		line := e.GetEventType().String()
-		if f := e.GetWorkflowTaskFailedEventAttributes(); f != nil {
-			line += " " + f.GetCause().String()
-		}
-		if m := e.GetMarkerRecordedEventAttributes(); m != nil {
-			line += " " + m.GetMarkerName()
-		}
-		out += "  " + line + "\n"
-	}
-	return out
-}
-
-// A create the gateway answers 429 (not processed: as unreachable, safe to
-// retry) on every try, after 3 s each. The local create gets one try; the
-// rest go on as a regular activity, which an operator's cancel could stop
-// between tries. The order ends as the design says for a gateway that never
-// took a create: CANCELLED, nothing to cancel, stock released, five
-// creates, the workflow not failed and its search attributes saying what
-// the database says.
-func TestCreateRetriesAfterItsLocalTryGoOnAsARegularActivity(t *testing.T) {
+// An operator cancels while the create is in flight and the gateway answers
+// 4xx: the refusal is recorded (payment FAILED), and the order must end
+// FAILED with its stock released — not a failed workflow with the order
+// REQUESTING and the stock HELD for ever (compensation asking for the
+// illegal FAILED -> CANCELLED), nor a workflow ended cancelled over a FAILED
+// order (the task that settled the refusal is refused its completion while
+// the cancel waits, and its run again from the history meets the cancel
+// first: that run must end as the refusal did).
+func TestCancelDuringARejectedCreateReleasesTheStock(t *testing.T) {
 	t.Parallel()
-	f := testenv.QuietFaults()
-	f.Latency = simulator.Range{Min: simulator.Duration(3 * time.Second), Max: simulator.Duration(3 * time.Second)}
-	f.Create.ErrorRate, f.Create.ErrorStatus = 1, http.StatusTooManyRequests
-	s := testenv.NewStack(t, f, func(c *service.Config) {
-		c.RequestAttempts, c.ReadTimeout, c.PollInitial, c.PollMax = 5, 4*time.Second, time.Minute, time.Minute
-	})
-	setStock(t, s, 5)
+	f := testenv.Processing(time.Hour)
+	f.Create.FailNext = 1
+	f.Create.ErrorStatus = 400
+	s := testenv.NewStack(t, f, nil)
+	setStock(t, s, "P1", 5)
 	ctx := context.Background()
-	const orderID = "lcre-0005"
-	placeOrder(t, s, orderID)
-	tc := temporalClient(t)
-	id := workflows.PaymentWorkflowID(orderID)
-	runErr := waitWorkflow(t, tc, id)
-	got, err := s.Store.GetOrder(ctx, orderID)
+	release := testenv.BlockWrites(t, s.Store.Pool(), "INSERT", "payment_attempts")
+
+	orderID := testenv.ID("rej")
+	placeOrder(t, s, orderID, "P1", 2)
+	testenv.WaitLockWaiters(t, s.Store.Pool(), 1, "advisory", "the create blocked as it starts")
+	// CancelWorkflow returns once the server has recorded the cancel (the
+	// starter's cancel would then query the workflow, which waits for the
+	// task the create runs in). The create is a local activity, so the
+	// workflow sees the cancel only when that task
+	// completes — with the create's answer, or in a run of the task again
+	// from its history. The create is released now, well inside its timeout;
+	// waiting for the cancel to show in the history would wait for the task's
+	// heartbeat, past that timeout.
+	tc := testenv.Temporal(t)
+	require.NoError(t, tc.CancelWorkflow(ctx, workflows.PaymentWorkflowID(orderID), ""))
+	release()
+
+	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	werr := tc.GetWorkflow(waitCtx, workflows.PaymentWorkflowID(orderID), "").Get(waitCtx, nil)
+	t.Logf("workflow ended: %v", werr)
+	assert.True(t, cancelSeen(t, tc, workflows.PaymentWorkflowID(orderID)), "the workflow saw the cancel:\n%s", historySummary(t, tc, workflows.PaymentWorkflowID(orderID)))
+	o, err := s.Store.GetOrder(ctx, orderID)
 	require.NoError(t, err)
-	history := historySummary(t, tc, id)
-	t.Logf("workflow ended: %v; order %s payment %s reservation %s\nhistory:\n%s", runErr, got.Status, got.PaymentStatus, got.Reservation, history)
-	assert.NoError(t, runErr)
-	assert.Equal(t, status.OrderCancelled, got.Status)
-	assert.Equal(t, store.Stock{ProductID: "P1", Total: 5, Available: 5}, stock(t, s))
-	assert.Equal(t, 5, s.Sim.Stats().Orders[orderID].CreateRequests, "five creates, none processed")
-	attempts, err := s.Store.Attempts(ctx, orderID)
-	require.NoError(t, err)
-	assert.Len(t, attempts, 5)
-	assert.Equal(t, string(got.Status), searchAttribute(t, tc, id, workflows.OrderStatusKey.GetName()))
-	assert.Contains(t, history, "MarkerRecorded LocalActivity\n  UpsertWorkflowSearchAttributes\n  ActivityTaskScheduled",
-		"one local try (after Reserve's), then the regular activity, with REQUESTING published before it")
+	assert.NoError(t, werr, "the refusal settles the order FAILED, cancel or not")
+	assert.Equal(t, status.OrderFailed, o.Status, "payment %s", o.PaymentStatus)
+	assert.NotEqual(t, store.ReservationHeld, o.Reservation, "stock held with no workflow")
+	assert.Equal(t, store.Stock{ProductID: "P1", Total: 5, Available: 5}, stockOf(t, s, "P1"))
 }

@@ -1,17 +1,14 @@
-package service_test
+package e2e_test
 
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/payguard/payguard/codec"
 	"github.com/payguard/payguard/internal/testenv"
 	"github.com/payguard/payguard/loadgen"
 	"github.com/payguard/payguard/starter/cli"
@@ -28,54 +25,12 @@ func TestStarterCallbackIsAccepted(t *testing.T) {
 	out, err := starter(context.Background(), s, "callback", "cli-cb", "--status", "SUCCESS", "--json")
 	require.NoError(t, err, out)
 	assert.Contains(t, out, `"accepted": true`)
-	waitStatus(t, s, "cli-cb", status.OrderConfirmed)
-}
-
-func TestStarterRejectsBadInputBeforeStarting(t *testing.T) {
-	t.Parallel()
-	keysOnly := func(k string) string {
-		if k == codec.KeysEnv {
-			return testenv.CodecKeys()
-		}
-		return ""
-	}
-	env := cli.Env{Getenv: keysOnly, Stdout: io.Discard, Stderr: io.Discard}
-	cases := map[string][]string{
-		"got 20 characters ending ****1451":       {"order", "--product", "P1", "--amount", "5", "--card-no", "12345-5678-9814-1451"},
-		"--qty must be at least 1":                {"order", "--product", "P1", "--qty", "-1", "--amount", "5"},
-		"--amount must be positive":               {"order", "--product", "P1", "--qty", "1", "--amount", "0"},
-		"--card-no must look like":                {"order", "--product", "P1", "--amount", "5", "--card-no", "1234"},
-		"--card-type must be one of":              {"order", "--product", "P1", "--amount", "5", "--card-type", "VISA"},
-		"--product is required":                   {"order", "--amount", "5"},
-		"--deadline must be positive and at most": {"order", "--product", "P1", "--amount", "5", "--deadline", "48h"},
-		"unknown command":                         {"pay"},
-		"--status must be SUCCESS or FAILED":      {"callback", "o1", "--status", "MAYBE"},
-		"QTY must be a whole number":              {"stock", "set", "P1", "many"},
-		"want 1 argument(s)":                      {"status"},
-		"--rate must be positive":                 {"load", "--rate", "0", "--duration", "1s"},
-		"--amount must be positive (minor units)": {"load", "--rate", "1", "--duration", "1s", "--amount", "-5"},
-		"temporal unreachable at 127.0.0.1:1":     {"order", "--product", "P1", "--amount", "5", "--temporal-address", "127.0.0.1:1"},
-		"invalid value \"x\" for flag -qty":       {"order", "--product", "P1", "--qty", "x"},
-		"postgres unreachable at postgres://nobo": {"stock", "show", "P1", "--database-url", "postgres://nobody@127.0.0.1:1/x"},
-	}
-	for want, args := range cases {
-		err := cli.Run(context.Background(), args, env)
-		require.Error(t, err, "%v", args)
-		assert.Contains(t, err.Error(), want, "%v", args)
-		assert.NotContains(t, err.Error(), "\n\n", "one clear line")
-		assert.NotContains(t, err.Error(), "5678", "a card number is never echoed")
-	}
-	// No key ring: refused before dialling, saying how to provide one.
-	err := cli.Run(context.Background(), []string{"order", "--product", "P1", "--amount", "5", "--codec-key-file", filepath.Join(t.TempDir(), "none")},
-		cli.Env{Getenv: func(string) string { return "" }, Stdout: io.Discard, Stderr: io.Discard})
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "no payload codec key")
-	assert.Contains(t, err.Error(), codec.KeysEnv)
+	waitOrder(t, s, "cli-cb", status.OrderConfirmed, 30*time.Second)
 }
 
 func TestStockCommands(t *testing.T) {
 	t.Parallel()
-	s := testenv.NewStack(t, processing(time.Hour), nil)
+	s := testenv.NewStack(t, testenv.Processing(time.Hour), nil)
 	out, err := starter(context.Background(), s, "stock", "set", "P9", "7", "--json")
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"productId":"P9","total":7,"available":7,"reserved":0,"sold":0}`, out)
@@ -88,18 +43,18 @@ func TestStockCommands(t *testing.T) {
 
 func TestSecondStartOfTheSameOrderIsRefused(t *testing.T) {
 	t.Parallel()
-	s := testenv.NewStack(t, processing(time.Hour), nil)
-	setStock(t, s, 5)
-	placeOrder(t, s, "dup-0001")
+	s := testenv.NewStack(t, testenv.Processing(time.Hour), nil)
+	setStock(t, s, "P1", 5)
+	placeOrder(t, s, "dup-0001", "P1", 2)
 	_, err := starter(context.Background(), s, "order", "--product", "P1", "--amount", "5000", "--order-id", "dup-0001")
 	assert.ErrorContains(t, err, "already placed")
-	waitStatus(t, s, "dup-0001", status.OrderPending)
+	waitOrder(t, s, "dup-0001", status.OrderPending, 30*time.Second)
 	assert.Equal(t, 1, s.Sim.Stats().Orders["dup-0001"].CreateRequests)
 }
 
 func TestLoadCommandSummarises(t *testing.T) {
 	t.Parallel()
-	s := testenv.NewStack(t, processing(100*time.Millisecond), nil)
+	s := testenv.NewStack(t, testenv.Processing(100*time.Millisecond), nil)
 	out, err := starter(context.Background(), s, "load", "--rate", "10", "--duration", "1s", "--stock", "100", "--metrics-url", s.MetricsURL(), "--json")
 	require.NoError(t, err)
 	var sum loadgen.Summary
@@ -109,7 +64,7 @@ func TestLoadCommandSummarises(t *testing.T) {
 	assert.Equal(t, map[string]int{"CONFIRMED": 10}, sum.Final)
 	assert.Equal(t, 10, sum.FinalLatency.Count)
 	assert.Greater(t, sum.FinalLatency.P50, 0.0)
-	st := stock(t, s)
+	st := stockOf(t, s, "P1")
 	assert.Equal(t, int64(10), st.Sold)
 	table := sum.Table()
 	assert.Contains(t, table, "orders_started")
@@ -118,10 +73,10 @@ func TestLoadCommandSummarises(t *testing.T) {
 
 func TestStatusSaysWhatItCouldNotReach(t *testing.T) {
 	t.Parallel()
-	s := testenv.NewStack(t, processing(time.Hour), nil)
-	setStock(t, s, 5)
-	placeOrder(t, s, "half-1")
-	waitStatus(t, s, "half-1", status.OrderPending)
+	s := testenv.NewStack(t, testenv.Processing(time.Hour), nil)
+	setStock(t, s, "P1", 5)
+	placeOrder(t, s, "half-1", "P1", 2)
+	waitOrder(t, s, "half-1", status.OrderPending, 30*time.Second)
 	out, err := starter(context.Background(), s, "status", "half-1", "--json", "--temporal-address", testenv.FreeAddr(t))
 	require.NoError(t, err, "the database alone still answers")
 	var v cli.OrderView
@@ -138,11 +93,11 @@ func TestStatusSaysWhatItCouldNotReach(t *testing.T) {
 // is missing.
 func TestStatusDoesNotWaitForABusyWorkflowTask(t *testing.T) {
 	t.Parallel()
-	s := testenv.NewStack(t, processing(time.Hour), nil)
-	setStock(t, s, 5)
+	s := testenv.NewStack(t, testenv.Processing(time.Hour), nil)
+	setStock(t, s, "P1", 5)
 	release := testenv.BlockWrites(t, s.Store.Pool(), "INSERT", "payment_attempts")
 	orderID := testenv.ID("busy")
-	placeOrder(t, s, orderID)
+	placeOrder(t, s, orderID, "P1", 2)
 	testenv.WaitLockWaiters(t, s.Store.Pool(), 1, "advisory", "the create blocked as it starts")
 
 	for _, args := range [][]string{{"status", orderID, "--json"}, {"cancel", orderID, "--wait=false", "--json"}} {
@@ -154,7 +109,7 @@ func TestStatusDoesNotWaitForABusyWorkflowTask(t *testing.T) {
 	}
 	release()
 	tc := testenv.Temporal(t)
-	_ = waitWorkflow(t, tc, workflows.PaymentWorkflowID(orderID))
+	_ = workflowEnd(t, tc, workflows.PaymentWorkflowID(orderID), 60*time.Second)
 	o, err := s.Store.GetOrder(context.Background(), orderID)
 	require.NoError(t, err)
 	assert.Equal(t, status.OrderCancelled, o.Status, "the cancel took")

@@ -1,4 +1,4 @@
-package service_test
+package e2e_test
 
 import (
 	"context"
@@ -21,13 +21,11 @@ import (
 
 // An operator resets an ended order's workflow to its first workflow task
 // (temporal workflow reset --type FirstWorkflowTask). The new run's Reserve
-// finds the order as it ended (money-safety version 4, workflows.recall),
-// and the run ends it so again: nothing sent, no money or stock moved.
-// Before, a reset over a CANCELLED order failed the workflow (the create
-// sent again was refused, the poll found the transaction cancelled and
-// Settle FAILED was refused), and so did one over a FAILED order whose
-// payment a late refund had since marked REFUNDED. From the second review
-// of money-safety 4.
+// finds the order as it ended, and the run ends it so again, without
+// failing: nothing sent, no money or stock moved. Over a CANCELLED order a
+// create sent again would be refused and the poll would find the
+// transaction cancelled; over a FAILED order a late refund may since have
+// marked the payment REFUNDED.
 func TestResetToTheFirstTaskEndsTheOrderAsItEnded(t *testing.T) {
 	t.Parallel()
 	failing := testenv.QuietFaults()
@@ -41,15 +39,15 @@ func TestResetToTheFirstTaskEndsTheOrderAsItEnded(t *testing.T) {
 		successful int
 	}{
 		{"confirmed", testenv.QuietFaults(), func(t *testing.T, s *testenv.Stack, tc client.Client, orderID string) {
-			require.NoError(t, waitWorkflow(t, tc, workflows.PaymentWorkflowID(orderID)))
+			require.NoError(t, workflowEnd(t, tc, workflows.PaymentWorkflowID(orderID), 60*time.Second))
 		}, status.OrderConfirmed, store.Stock{ProductID: "P1", Total: 5, Available: 3, Sold: 2}, 1},
-		{"cancelled", processing(time.Hour), func(t *testing.T, s *testenv.Stack, tc client.Client, orderID string) {
-			waitStatus(t, s, orderID, status.OrderPending)
+		{"cancelled", testenv.Processing(time.Hour), func(t *testing.T, s *testenv.Stack, tc client.Client, orderID string) {
+			waitOrder(t, s, orderID, status.OrderPending, 30*time.Second)
 			require.NoError(t, tc.CancelWorkflow(context.Background(), workflows.PaymentWorkflowID(orderID), ""))
-			_ = waitWorkflow(t, tc, workflows.PaymentWorkflowID(orderID))
+			_ = workflowEnd(t, tc, workflows.PaymentWorkflowID(orderID), 60*time.Second)
 		}, status.OrderCancelled, store.Stock{ProductID: "P1", Total: 5, Available: 5}, 0},
 		{"failed, payment refunded since", failing, func(t *testing.T, s *testenv.Stack, tc client.Client, orderID string) {
-			require.NoError(t, waitWorkflow(t, tc, workflows.PaymentWorkflowID(orderID)))
+			require.NoError(t, workflowEnd(t, tc, workflows.PaymentWorkflowID(orderID), 60*time.Second))
 			// As a refund of a late charge leaves it (RefundWorkflow's MarkPayment).
 			require.NoError(t, s.Store.Advance(context.Background(), store.Change{OrderID: orderID, Payment: status.PaymentRefunded,
 				Cause: "test: late charge refunded"}))
@@ -59,18 +57,18 @@ func TestResetToTheFirstTaskEndsTheOrderAsItEnded(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			s := testenv.NewStack(t, c.faults, nil)
-			setStock(t, s, 5)
+			setStock(t, s, "P1", 5)
 			tc := testenv.Temporal(t)
 			orderID := testenv.ID("reset")
 			id := workflows.PaymentWorkflowID(orderID)
-			placeOrder(t, s, orderID)
+			placeOrder(t, s, orderID, "P1", 2)
 			c.end(t, s, tc, orderID)
 			before, err := s.Store.GetOrder(context.Background(), orderID)
 			require.NoError(t, err)
 			require.Equal(t, c.want, before.Status)
 
 			resetToFirstTask(t, tc, id)
-			runErr := waitWorkflow(t, tc, id)
+			runErr := workflowEnd(t, tc, id, 60*time.Second)
 			o, err := s.Store.GetOrder(context.Background(), orderID)
 			require.NoError(t, err)
 			gw := s.Sim.Stats().Orders[orderID]
@@ -82,7 +80,7 @@ func TestResetToTheFirstTaskEndsTheOrderAsItEnded(t *testing.T) {
 			assert.Equal(t, 1, gw.CreateRequests, "one create")
 			assert.Equal(t, c.successful, gw.Successful)
 			assert.Zero(t, gw.Refunded)
-			assert.Equal(t, c.stock, stock(t, s))
+			assert.Equal(t, c.stock, stockOf(t, s, "P1"))
 		})
 	}
 }

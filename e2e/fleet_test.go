@@ -1,9 +1,10 @@
-package service_test
+package e2e_test
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -21,79 +22,89 @@ import (
 	"github.com/payguard/payguard/starter/cli"
 	"github.com/payguard/payguard/status"
 	"github.com/payguard/payguard/store"
-	metricnames "github.com/payguard/payguard/worker/metrics"
-	"github.com/payguard/payguard/worker/service"
 )
 
-// Creates during an outage, on the real stack: 5xx creates trip the request
-// breaker; while it is open the gateway sees no create at all; once the
-// gateway heals the held-back orders resume and every one ends CONFIRMED
-// with exactly one transaction — none created twice, none charged twice.
-func TestCreatesWaitOutTheRequestBreakerAndResumeOnce(t *testing.T) {
+// Three worker processes on one task queue and one database, with fleet
+// breakers (--breaker-scope fleet): a trip, its half-open trials and its
+// recovery are the fleet's, not each worker's.
+
+// The gateway's lookups failing: the fleet's lookup breaker trips once —
+// one trip's worth of lookups reach the dead gateway, not one per worker —
+// every worker sees it open within a second of the first, and recovery
+// closes it in all three; the orders then confirm.
+func TestThreeWorkersShareOneLookupBreaker(t *testing.T) {
 	t.Parallel()
-	s := testenv.NewStack(t, processing(100*time.Millisecond), func(c *service.Config) {
-		c.RequestBreaker = activities.BreakerSettings{Window: 10 * time.Second, MinCalls: 3, FailureRate: 0.5, OpenFor: 5 * time.Second, HalfOpenCalls: 1}
-		// No re-send of an unknown create before the breaker has opened.
-		c.UnknownGrace = 5 * time.Second
-	})
-	setStock(t, s, 100)
-	// 503 before the gateway creates anything: each create's outcome is
-	// unknown to payguard, and counts against the request breaker.
-	testenv.PatchFaults(t, s.Sim, map[string]any{"create": map[string]any{"errorRate": 1, "errorStatus": 503}})
-	var orders []string
-	place := func(i int) {
-		id := fmt.Sprintf("rqbrk-%d", i)
-		orders = append(orders, id)
-		placeOrder(t, s, id)
-	}
-	// Three creates one after the other, each counted by the gateway before
-	// the next goes out, trip it: no create is in flight when it opens.
-	for i := range 3 {
-		place(i)
-		testenv.Eventually(t, 30*time.Second, func() bool { return s.Sim.Stats().Orders[orders[i]].CreateRequests == 1 }, orders[i]+" create answered")
-	}
-	testenv.Eventually(t, 30*time.Second, func() bool { return createBreaker(t, s) == 2 }, "request breaker OPEN")
-	openSeen := time.Now()
-	// Three more orders while it is open.
-	for i := 3; i < 6; i++ {
-		place(i)
-	}
+	f := testenv.QuietFaults()
+	sim := testenv.Pgsim(t, f)
+	const minCalls = 5
+	env, addrs := startWorkers(t, sim.GatewayURL(), "--poll-initial", "200ms", "--poll-max", "500ms",
+		"--breaker-min-calls", fmt.Sprint(minCalls), "--breaker-open", "2s", "--breaker-half-open-calls", "3", "--breaker-scope", "fleet")
+	dbURL := env["DATABASE_URL"]
 
-	// While it stays open, nothing reaches the gateway: watched for most of
-	// its 5 s (it opened before openSeen; the margin covers that lag, after
-	// which one half-open trial may go out).
-	sent := s.Sim.Stats().Requests["create"]
-	require.Equal(t, 3, sent)
-	testenv.Eventually(t, 30*time.Second, func() bool {
-		require.Equal(t, sent, s.Sim.Stats().Requests["create"], "a create reached the gateway while the request breaker was open")
-		return time.Since(openSeen) > 3500*time.Millisecond
-	}, "watched the open request breaker")
-
-	testenv.PatchFaults(t, s.Sim, map[string]any{"create": map[string]any{"errorRate": 0}})
-	for _, id := range orders {
-		testenv.Eventually(t, time.Minute, func() bool {
-			o, err := s.Store.GetOrder(context.Background(), id)
-			return err == nil && o.Status == status.OrderConfirmed
-		}, id+" CONFIRMED after the gateway healed")
-		got := s.Sim.Stats().Orders[id]
-		assert.Len(t, got.Transactions, 1, "%s: one transaction at the gateway", id)
-		assert.Equal(t, 1, got.Successful, "%s: charged once", id)
-	}
-	assert.Zero(t, stock(t, s).Reserved)
-}
-
-// createBreaker is the request breaker's state as the worker's metrics
-// show it: 0 closed, 1 half-open, 2 open.
-func createBreaker(t *testing.T, s *testenv.Stack) float64 {
-	t.Helper()
-	samples, err := metricnames.Scrape(context.Background(), s.MetricsURL(), metricnames.BreakerState)
+	ctx := context.Background()
+	st, err := store.Open(ctx, dbURL)
 	require.NoError(t, err)
-	for _, sm := range samples {
-		if sm.Labels["breaker"] == activities.CreateBreakerName {
-			return sm.Value
+	defer st.Close()
+	_, err = st.SetStock(ctx, "P1", 100)
+	require.NoError(t, err)
+	// Callbacks are lost so that only lookups can answer.
+	testenv.PatchFaults(t, sim, map[string]any{"callback": map[string]any{"dropRate": 1}})
+	getenv := func(k string) string { return env[k] }
+	orders := []string{"fleet-1", "fleet-2", "fleet-3", "fleet-4", "fleet-5", "fleet-6"}
+	testenv.PatchFaults(t, sim, map[string]any{"lookup": map[string]any{"errorRate": 1, "errorStatus": 503}})
+	before := sim.Stats().Requests["lookup"]
+	for _, id := range orders {
+		require.NoError(t, cli.Run(ctx, []string{"order", "--product", "P1", "--qty", "1", "--amount", "5000", "--order-id", id},
+			cli.Env{Getenv: getenv, Stdout: io.Discard, Stderr: io.Discard}))
+	}
+
+	var mu sync.Mutex
+	openAt := map[string]time.Time{}
+	testenv.Eventually(t, 60*time.Second, func() bool {
+		for _, addr := range addrs {
+			if lookupBreaker(t, addr) == 2 {
+				mu.Lock()
+				if _, ok := openAt[addr]; !ok {
+					openAt[addr] = time.Now()
+				}
+				mu.Unlock()
+			}
+		}
+		return len(openAt) == len(addrs)
+	}, "every worker reports the lookup breaker open")
+	first, last := time.Time{}, time.Time{}
+	for _, at := range openAt {
+		if first.IsZero() || at.Before(first) {
+			first = at
+		}
+		if at.After(last) {
+			last = at
 		}
 	}
-	return -1
+	assert.LessOrEqual(t, last.Sub(first), time.Second, "the trip reached every worker within a second")
+	assert.LessOrEqual(t, sim.Stats().Requests["lookup"]-before, minCalls, "one trip's worth of lookups reached the dead gateway")
+
+	testenv.PatchFaults(t, sim, map[string]any{"lookup": map[string]any{"errorRate": 0}})
+	testenv.Eventually(t, 60*time.Second, func() bool {
+		for _, id := range orders {
+			o, err := st.GetOrder(ctx, id)
+			if err != nil || o.Status != status.OrderConfirmed {
+				return false
+			}
+		}
+		return true
+	}, "every order confirmed by a lookup after the recovery")
+	for _, addr := range addrs {
+		assert.Equal(t, 0.0, lookupBreaker(t, addr), "worker %s sees the breaker closed", addr)
+	}
+	for _, id := range orders {
+		assert.Equal(t, 1, sim.Stats().Orders[id].CreateRequests, "order %s: one create", id)
+	}
+}
+
+// lookupBreaker is the lookup breaker's state as the worker at addr sees it.
+func lookupBreaker(t *testing.T, addr string) float64 {
+	return breakerState(t, addr, activities.LookupBreakerName)
 }
 
 // The request breaker across three worker processes: 5xx creates trip it;
@@ -128,7 +139,7 @@ func TestThreeWorkersBoundTheRequestBreakersTrials(t *testing.T) {
 		id := fmt.Sprintf("fleet-rqbrk-%d", i)
 		orders = append(orders, id)
 		require.NoError(t, cli.Run(ctx, []string{"order", "--product", "P1", "--qty", "1", "--amount", "5000", "--order-id", id},
-			cli.Env{Getenv: func(k string) string { return env[k] }, Stdout: devNull{}, Stderr: devNull{}}))
+			cli.Env{Getenv: func(k string) string { return env[k] }, Stdout: io.Discard, Stderr: io.Discard}))
 	}
 
 	testenv.PatchFaults(t, sim, map[string]any{"create": map[string]any{"errorRate": 1, "errorStatus": 503}})

@@ -1,4 +1,4 @@
-package service_test
+package e2e_test
 
 import (
 	"context"
@@ -25,9 +25,7 @@ import (
 // create and sometimes Settle as local activities and records them only when
 // it completes; a task that does not (its worker killed, its completion
 // refused while a signal or a cancel waits) runs again from a history
-// without them, and must end as the database says the first run ended
-// (money-safety version 4, workflows.recall). Both found by the adversarial
-// review of be2455f.
+// without them, and must end as the database says the first run ended.
 
 // The first task sends the create, the gateway charges it and its SUCCESS
 // callback is signalled while the task still waits for the create's answer;
@@ -35,8 +33,8 @@ import (
 // create (the database answers for it), the callback — and Settle CONFIRMS
 // the order; its completion is refused, because an operator's cancel came
 // while that Settle was blocked. The next run sees the cancel right after
-// Reserve: it must keep the CONFIRMED order's charge (be2455f refunded it,
-// leaving the stock sold, and then failed on CONFIRMED -> CANCELLED).
+// Reserve: it must keep the CONFIRMED order's charge, not refund it with
+// the stock sold, and not fail on CONFIRMED -> CANCELLED.
 func TestRunAgainUnderACancelKeepsAConfirmedOrdersCharge(t *testing.T) {
 	t.Parallel()
 	f := testenv.QuietFaults() // processing 0: SUCCESS and its callback at once
@@ -45,7 +43,7 @@ func TestRunAgainUnderACancelKeepsAConfirmedOrdersCharge(t *testing.T) {
 	f.Create.TimeoutRate, f.Create.TimeoutDelay = 1, simulator.Duration(30*time.Second)
 	sim := testenv.Pgsim(t, f)
 	dbURL := testenv.NewDatabase(t)
-	w := newWorkerProcess(t, sim, dbURL, "--read-timeout", "9s", "--poll-initial", "1m", "--poll-max", "1m")
+	w := newWorkerProcess(t, sim.GatewayURL(), dbURL, "--read-timeout", "9s", "--poll-initial", "1m", "--poll-max", "1m")
 	first := w.start()
 	ctx := context.Background()
 	st := w.stockedStore(ctx)
@@ -68,7 +66,7 @@ func TestRunAgainUnderACancelKeepsAConfirmedOrdersCharge(t *testing.T) {
 	require.NoError(t, tc.CancelWorkflow(ctx, id, ""))
 	release()
 
-	runErr := waitWorkflow(t, tc, id)
+	runErr := workflowEnd(t, tc, id, 60*time.Second)
 	t.Logf("workflow ended: %v\nhistory:\n%s", runErr, historySummary(t, tc, id))
 	o, err := st.GetOrder(ctx, orderID)
 	require.NoError(t, err)
@@ -91,8 +89,8 @@ func TestRunAgainUnderACancelKeepsAConfirmedOrdersCharge(t *testing.T) {
 // The first task's create is refused as not processed (429) on its only
 // allowed try, and the task compensates: its CancelOrder ends the order
 // CANCELLED; its completion is refused because a signal came meanwhile. The
-// run again must end the order CANCELLED at once (0a0520b sent the create
-// again, which the store refused, and waited UNKNOWN for the deadline).
+// run again must end the order CANCELLED at once, not send the create
+// again (the store refuses it) and wait UNKNOWN for the deadline.
 func TestRunAgainOverACancelledOrderEndsIt(t *testing.T) {
 	t.Parallel()
 	f := testenv.QuietFaults()
@@ -100,7 +98,7 @@ func TestRunAgainOverACancelledOrderEndsIt(t *testing.T) {
 	s := testenv.NewStack(t, f, func(c *service.Config) {
 		c.RequestAttempts, c.PollInitial, c.PollMax = 1, time.Minute, time.Minute
 	})
-	setStock(t, s, 5)
+	setStock(t, s, "P1", 5)
 	orderID, runErr := signalWhileBlocked(t, s, "UPDATE", "reservations", "the first task's CancelOrder blocked")
 	tc := testenv.Temporal(t)
 	id := workflows.PaymentWorkflowID(orderID)
@@ -108,7 +106,7 @@ func TestRunAgainOverACancelledOrderEndsIt(t *testing.T) {
 	require.NoError(t, err)
 	assert.NoError(t, runErr)
 	assert.Equal(t, status.OrderCancelled, o.Status)
-	assert.Equal(t, store.Stock{ProductID: "P1", Total: 5, Available: 5}, stock(t, s))
+	assert.Equal(t, store.Stock{ProductID: "P1", Total: 5, Available: 5}, stockOf(t, s, "P1"))
 	assert.Equal(t, 1, s.Sim.Stats().Orders[orderID].CreateRequests, "one create")
 	assert.Equal(t, string(status.OrderCancelled), searchAttribute(t, tc, id, workflows.OrderStatusKey.GetName()))
 	assertNoAnomaly(t, s.Store, orderID)
@@ -120,32 +118,18 @@ func assertNoAnomaly(t *testing.T, st *store.Store, orderID string) {
 	assert.Empty(t, anomalies(t, st, orderID))
 }
 
-// anomalies are the causes of the anomalies in the order's event log.
-func anomalies(t *testing.T, st *store.Store, orderID string) []string {
-	t.Helper()
-	events, err := st.Events(context.Background(), orderID)
-	require.NoError(t, err)
-	var out []string
-	for _, e := range events {
-		if e.Kind == store.KindAnomaly {
-			out = append(out, e.Cause)
-		}
-	}
-	return out
-}
-
 // The gateway refuses the create and the first task settles FAILED; its
 // completion is refused because a signal came meanwhile (a lookup hint, as
 // an unsigned callback makes one), not a cancel. The run again must end
-// FAILED at once, as the database has it — be2455f sent the create again
-// (the store refused it: the order is final), took that for an unknown
-// outcome and waited PENDING/UNKNOWN until the order's deadline.
+// FAILED at once, as the database has it, not send the create again (the
+// store refuses it: the order is final), take that for an unknown outcome
+// and wait PENDING/UNKNOWN until the order's deadline.
 func TestRunAgainOverAFailedOrderEndsItFailed(t *testing.T) {
 	t.Parallel()
-	f := processing(time.Hour)
+	f := testenv.Processing(time.Hour)
 	f.Create.FailNext, f.Create.ErrorStatus = 1, http.StatusBadRequest
 	s := testenv.NewStack(t, f, nil)
-	setStock(t, s, 5)
+	setStock(t, s, "P1", 5)
 	orderID, runErr := signalWhileBlocked(t, s, "INSERT", "payment_attempts", "the create blocked as it starts")
 	tc := testenv.Temporal(t)
 	id := workflows.PaymentWorkflowID(orderID)
@@ -171,12 +155,12 @@ func signalWhileBlocked(t *testing.T, s *testenv.Stack, event, table, blocked st
 	release := testenv.BlockWrites(t, s.Store.Pool(), event, table)
 	orderID = testenv.ID("rerun")
 	id := workflows.PaymentWorkflowID(orderID)
-	placeOrder(t, s, orderID)
+	placeOrder(t, s, orderID, "P1", 2)
 	testenv.WaitLockWaiters(t, s.Store.Pool(), 1, "advisory", blocked)
 	tc := testenv.Temporal(t)
 	require.NoError(t, tc.SignalWorkflow(context.Background(), id, "", workflows.LookupHintSignal, workflows.LookupHint{}))
 	release()
-	runErr = waitWorkflow(t, tc, id)
+	runErr = workflowEnd(t, tc, id, 60*time.Second)
 	t.Logf("workflow ended: %v\nhistory:\n%s", runErr, historySummary(t, tc, id))
 	return orderID, runErr
 }

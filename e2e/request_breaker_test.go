@@ -1,0 +1,73 @@
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/payguard/payguard/activities"
+	"github.com/payguard/payguard/internal/testenv"
+	"github.com/payguard/payguard/status"
+	"github.com/payguard/payguard/worker/service"
+)
+
+// Creates during an outage, on the real stack: 5xx creates trip the request
+// breaker; while it is open the gateway sees no create at all; once the
+// gateway heals the held-back orders resume and every one ends CONFIRMED
+// with exactly one transaction — none created twice, none charged twice.
+func TestCreatesWaitOutTheRequestBreakerAndResumeOnce(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStack(t, testenv.Processing(100*time.Millisecond), func(c *service.Config) {
+		c.RequestBreaker = activities.BreakerSettings{Window: 10 * time.Second, MinCalls: 3, FailureRate: 0.5, OpenFor: 5 * time.Second, HalfOpenCalls: 1}
+		// No re-send of an unknown create before the breaker has opened.
+		c.UnknownGrace = 5 * time.Second
+	})
+	setStock(t, s, "P1", 100)
+	// 503 before the gateway creates anything: each create's outcome is
+	// unknown to payguard, and counts against the request breaker.
+	testenv.PatchFaults(t, s.Sim, map[string]any{"create": map[string]any{"errorRate": 1, "errorStatus": 503}})
+	var orders []string
+	place := func(i int) {
+		id := fmt.Sprintf("rqbrk-%d", i)
+		orders = append(orders, id)
+		placeOrder(t, s, id, "P1", 2)
+	}
+	// Three creates one after the other, each counted by the gateway before
+	// the next goes out, trip it: no create is in flight when it opens.
+	for i := range 3 {
+		place(i)
+		testenv.Eventually(t, 30*time.Second, func() bool { return s.Sim.Stats().Orders[orders[i]].CreateRequests == 1 }, orders[i]+" create answered")
+	}
+	testenv.Eventually(t, 30*time.Second, func() bool { return breakerState(t, s.Worker.Addr(), activities.CreateBreakerName) == 2 }, "request breaker OPEN")
+	openSeen := time.Now()
+	// Three more orders while it is open.
+	for i := 3; i < 6; i++ {
+		place(i)
+	}
+
+	// While it stays open, nothing reaches the gateway: watched for most of
+	// its 5 s (it opened before openSeen; the margin covers that lag, after
+	// which one half-open trial may go out).
+	sent := s.Sim.Stats().Requests["create"]
+	require.Equal(t, 3, sent)
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		require.Equal(t, sent, s.Sim.Stats().Requests["create"], "a create reached the gateway while the request breaker was open")
+		return time.Since(openSeen) > 3500*time.Millisecond
+	}, "watched the open request breaker")
+
+	testenv.PatchFaults(t, s.Sim, map[string]any{"create": map[string]any{"errorRate": 0}})
+	for _, id := range orders {
+		testenv.Eventually(t, time.Minute, func() bool {
+			o, err := s.Store.GetOrder(context.Background(), id)
+			return err == nil && o.Status == status.OrderConfirmed
+		}, id+" CONFIRMED after the gateway healed")
+		got := s.Sim.Stats().Orders[id]
+		assert.Len(t, got.Transactions, 1, "%s: one transaction at the gateway", id)
+		assert.Equal(t, 1, got.Successful, "%s: charged once", id)
+	}
+	assert.Zero(t, stockOf(t, s, "P1").Reserved)
+}
