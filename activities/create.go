@@ -57,6 +57,15 @@ func (a *Activities) RequestPayment(ctx context.Context, in RequestInput) (Reque
 		if beginErr != nil || !begun.Send {
 			return errNotSent
 		}
+		// The database checked the deadline when its transaction began; a
+		// record that waited (a lock, a slow disk) may commit past it. The
+		// create is recorded SENDING but never sent: closed as unreachable.
+		if why := lapsed(in, time.Now()); why != "" {
+			beginErr = a.record(ctx, store.Answer{OrderID: in.OrderID, No: begun.Attempt.No, Outcome: store.OutcomeUnreachable,
+				Detail: "not sent: recorded after its " + why + " had passed"})
+			begun.Send, begun.Refused = false, why
+			return errNotSent
+		}
 		start := time.Now()
 		created, sendErr = a.gateway.CreatePayment(ctx, gateway.CreateRequest{OrderID: in.OrderID, Amount: in.Amount,
 			CardType: in.CardType, CardNo: in.CardNo, CallbackURL: begun.CallbackURL}, in.UserID, key)
