@@ -51,10 +51,7 @@ func NewStackOn(t testing.TB, sim *simulator.Server, tune func(*service.Config))
 	if tune != nil {
 		tune(&cfg)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := Listen(t)
 	cfg.Listener = l
 	cfg.TemporalAddress = TemporalAddress(t)
 	cfg.Namespace = "default"
@@ -73,6 +70,7 @@ func NewStackOn(t testing.TB, sim *simulator.Server, tune func(*service.Config))
 	s.Config = cfg
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	var err error
 	s.Worker, err = service.Start(ctx, cfg, Logger(t))
 	if err != nil {
 		t.Fatalf("start worker: %v", err)
@@ -93,10 +91,7 @@ func NewStackOn(t testing.TB, sim *simulator.Server, tune func(*service.Config))
 func (s *Stack) StartWorker(t testing.TB, tune func(*service.Config)) *service.Worker {
 	t.Helper()
 	cfg := s.Config
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := Listen(t)
 	cfg.Listener, cfg.HTTPAddr = l, l.Addr().String()
 	cfg.CallbackURL = "http://" + l.Addr().String() + "/callbacks/gateway"
 	if tune != nil {
@@ -110,6 +105,17 @@ func (s *Stack) StartWorker(t testing.TB, tune func(*service.Config)) *service.W
 	}
 	t.Cleanup(func() { _ = w.Stop() })
 	return w
+}
+
+// Listen opens a listener on a free loopback port, for a worker's HTTP
+// endpoints.
+func Listen(t testing.TB) net.Listener {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }
 
 // Getenv is the environment a starter command sees for this stack.
