@@ -26,10 +26,12 @@ import (
 // told otherwise (--deployment-name).
 const DefaultName = "payguard"
 
-// The environment variables behind --deployment-name and --build-id.
+// The environment variables behind the worker's --deployment-name,
+// --build-id and --set-current.
 const (
-	NameEnv    = "PAYGUARD_DEPLOYMENT_NAME"
-	BuildIDEnv = "PAYGUARD_BUILD_ID"
+	NameEnv       = "PAYGUARD_DEPLOYMENT_NAME"
+	BuildIDEnv    = "PAYGUARD_BUILD_ID"
+	SetCurrentEnv = "PAYGUARD_SET_CURRENT"
 )
 
 // Name is --deployment-name's default: NameEnv, else DefaultName.
@@ -38,15 +40,6 @@ func Name(getenv func(string) string) string {
 		return v
 	}
 	return DefaultName
-}
-
-// BuildID is --build-id's default: BuildIDEnv, else this binary's own
-// (DefaultBuildID).
-func BuildID(getenv func(string) string) string {
-	if v := getenv(BuildIDEnv); v != "" {
-		return v
-	}
-	return DefaultBuildID()
 }
 
 // revisionLen is how much of the commit hash a build id keeps: as many

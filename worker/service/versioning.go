@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/payguard/payguard/config"
 	"github.com/payguard/payguard/deployment"
 	"github.com/payguard/payguard/workflows"
 )
@@ -19,10 +20,10 @@ import (
 func registerVersioning(fs *flag.FlagSet, getenv func(string) string, c *Config) {
 	fs.StringVar(&c.DeploymentName, "deployment-name", deployment.Name(getenv),
 		"the Worker Deployment this worker belongs to (env "+deployment.NameEnv+")")
-	fs.StringVar(&c.BuildID, "build-id", deployment.BuildID(getenv),
-		"the build this worker runs as: a change to workflow code needs a new one (env "+deployment.BuildIDEnv+"; default the binary's commit, +dirty-<digest> with uncommitted changes, build-<digest> unstamped)")
-	fs.StringVar(&c.SetCurrent, "set-current", deployment.SetCurrentAuto,
-		"once registered, make this build the deployment's current version (new runs go to it): auto (only when the deployment has none), always, or never (`starter deployment set-current` does it)")
+	fs.StringVar(&c.BuildID, "build-id", getenv(deployment.BuildIDEnv),
+		"the build this worker runs as: a change to workflow code needs a new one (env "+deployment.BuildIDEnv+"; empty: this binary's own, its commit, <commit>+dirty-<digest> with uncommitted changes, build-<digest> unstamped; the start log shows it)")
+	fs.StringVar(&c.SetCurrent, "set-current", config.Env(getenv, deployment.SetCurrentEnv, deployment.SetCurrentAuto),
+		"once registered, make this build the deployment's current version (new runs go to it): auto (only when the deployment has none), always, or never (`starter deployment set-current` does it) (env "+deployment.SetCurrentEnv+")")
 }
 
 // deploymentName, buildID and setCurrent are the settings with their

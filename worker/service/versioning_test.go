@@ -25,19 +25,22 @@ func TestWorkerVersioningFlags(t *testing.T) {
 	c, err := service.ParseFlags(nil, none, io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, deployment.DefaultName, c.DeploymentName)
-	assert.Equal(t, deployment.DefaultBuildID(), c.BuildID)
+	assert.Empty(t, c.BuildID, "the binary's own, which the log shows")
 	assert.Equal(t, deployment.SetCurrentAuto, c.SetCurrent)
 	attrs := c.LogAttrs()
 	for _, want := range []any{"deployment_name", deployment.DefaultName, "build_id", deployment.DefaultBuildID(), "set_current", "auto"} {
 		assert.Contains(t, attrs, want, "the start log shows the version")
 	}
 
-	env := map[string]string{deployment.NameEnv: "shop", deployment.BuildIDEnv: "v7"}
-	c, err = service.ParseFlags([]string{"--set-current", "never"}, func(k string) string { return env[k] }, io.Discard)
+	env := map[string]string{deployment.NameEnv: "shop", deployment.BuildIDEnv: "v7", deployment.SetCurrentEnv: "never"}
+	c, err = service.ParseFlags(nil, func(k string) string { return env[k] }, io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, "shop", c.DeploymentName)
 	assert.Equal(t, "v7", c.BuildID)
 	assert.Equal(t, deployment.SetCurrentNever, c.SetCurrent)
+	c, err = service.ParseFlags([]string{"--set-current", "always"}, func(k string) string { return env[k] }, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, deployment.SetCurrentAlways, c.SetCurrent, "the flag wins over the environment")
 
 	for want, args := range map[string][]string{
 		"--deployment-name":         {"--deployment-name", "pay.guard"},
