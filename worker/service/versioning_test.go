@@ -95,6 +95,13 @@ func TestSetCurrentPolicies(t *testing.T) {
 	placeOrder(t, s, "policy-order")
 	waitStatus(t, s, "policy-order", status.OrderConfirmed)
 	assert.Equal(t, []string{"fourth"}, buildsThatRan(t, "policy-order"))
+
+	out, err := starter(context.Background(), s, "deployment", "describe", "--grace", "1h")
+	require.NoError(t, err)
+	assert.Contains(t, out, "deployment "+s.Config.DeploymentName+": current build fourth\n")
+	assert.Regexp(t, `(?m)^fourth +current +0 +- `, out)
+	assert.Regexp(t, `(?m)^first +inactive +0 +no `, out, "out of the routing for less than --grace")
+	assert.Regexp(t, `(?m)^second +inactive +0 +yes: its workers can stop `, out, "never current, nothing pinned")
 }
 
 // Replicas of one build starting at once on a fresh deployment all start,
