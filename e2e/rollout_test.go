@@ -67,12 +67,7 @@ func TestRolloutKeepsOrdersOnTheBuildTheyStartedOn(t *testing.T) {
 		require.NoError(t, err, out)
 		return out
 	}
-	describe := func() deployment.Status {
-		t.Helper()
-		var st deployment.Status
-		require.NoError(t, json.Unmarshal([]byte(deploymentCmd("describe", "--json", "--grace", "1s")), &st))
-		return st
-	}
+	describe := func() deployment.Status { return deploymentStatus(t, s, "--grace", "1s") }
 	require.Equal(t, buildA, describe().Current, "the first build became current on its own (--set-current auto)")
 
 	onA := []string{"rollout-a-1", "rollout-a-2", "rollout-a-3"}
