@@ -145,5 +145,7 @@ dev-server: $(TEMPORAL)
 pgsim:
 	go run ./pgsim
 
+# One build at a time on a dev server that keeps its history: each start
+# makes this build current, so new orders reach it (docs/rollout.md).
 worker: postgres codec-key
-	go run ./worker
+	go run ./worker --set-current always

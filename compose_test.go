@@ -21,6 +21,7 @@ import (
 
 	"github.com/payguard/payguard/codec"
 	"github.com/payguard/payguard/config"
+	"github.com/payguard/payguard/deployment"
 	"github.com/payguard/payguard/gateway"
 	"github.com/payguard/payguard/internal/devserver"
 	"github.com/payguard/payguard/pgsim/simulator"
@@ -244,6 +245,8 @@ func TestComposeMatchesTheCode(t *testing.T) {
 			assert.Equal(t, want, u.Hostname())
 		}
 		assert.Equal(t, "temporal:7233", opts.HostPort)
+		assert.Equal(t, deployment.SetCurrentAlways, cfg.SetCurrent,
+			"Temporal's data outlives a rebuilt image: the one build compose runs must take new runs, not wait behind the last one's")
 		db, err := url.Parse(cfg.DatabaseURL)
 		require.NoError(t, err)
 		assert.Equal(t, "postgres", db.Hostname())

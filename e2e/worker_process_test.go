@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/payguard/payguard/codec"
+	"github.com/payguard/payguard/deployment"
 	"github.com/payguard/payguard/internal/testenv"
 	"github.com/payguard/payguard/pgsim/simulator"
 	"github.com/payguard/payguard/starter/cli"
@@ -37,10 +38,11 @@ type workerProcess struct {
 // newWorkerProcess is a worker on a new task queue, with its database at
 // dbURL and its gateway at gatewayURL, its callbacks to itself.
 func newWorkerProcess(t *testing.T, gatewayURL, dbURL string, args ...string) *workerProcess {
-	httpAddr := testenv.FreeAddr(t)
+	httpAddr, queue := testenv.FreeAddr(t), testenv.ID("workers")
+	// A deployment of its own, as testenv's stacks have (NewStackOn).
 	return &workerProcess{t: t, binary: testenv.BuildBinary(t, "./worker"), httpAddr: httpAddr,
 		env: map[string]string{
-			"TEMPORAL_ADDRESS": testenv.TemporalAddress(t), "TASK_QUEUE": testenv.ID("workers"), "DATABASE_URL": dbURL,
+			"TEMPORAL_ADDRESS": testenv.TemporalAddress(t), "TASK_QUEUE": queue, deployment.NameEnv: queue, "DATABASE_URL": dbURL,
 			"GATEWAY_URL": gatewayURL, "GATEWAY_SECRET": testenv.Secret, "CALLBACK_URL": "http://" + httpAddr + "/callbacks/gateway",
 			codec.KeysEnv: testenv.CodecKeys(),
 		},

@@ -9,6 +9,7 @@ import (
 	"github.com/payguard/payguard/activities"
 	"github.com/payguard/payguard/codec"
 	"github.com/payguard/payguard/config"
+	"github.com/payguard/payguard/deployment"
 	"github.com/payguard/payguard/pgsim/simulator"
 	"github.com/payguard/payguard/store"
 	"github.com/payguard/payguard/worker/service"
@@ -50,10 +51,7 @@ func NewStackOn(t testing.TB, sim *simulator.Server, tune func(*service.Config))
 	if tune != nil {
 		tune(&cfg)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := Listen(t)
 	cfg.Listener = l
 	cfg.TemporalAddress = TemporalAddress(t)
 	cfg.Namespace = "default"
@@ -63,9 +61,16 @@ func NewStackOn(t testing.TB, sim *simulator.Server, tune func(*service.Config))
 	cfg.GatewaySecret = Secret
 	cfg.CallbackURL = "http://" + l.Addr().String() + "/callbacks/gateway"
 	cfg.HTTPAddr = l.Addr().String()
+	if cfg.DeploymentName == "" {
+		// A deployment of its own, as a fleet has: the tests' stacks share
+		// one dev server, and a test that moves its deployment's current
+		// version moves no other stack's.
+		cfg.DeploymentName = s.TaskQueue
+	}
 	s.Config = cfg
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	var err error
 	s.Worker, err = service.Start(ctx, cfg, Logger(t))
 	if err != nil {
 		t.Fatalf("start worker: %v", err)
@@ -77,6 +82,40 @@ func NewStackOn(t testing.TB, sim *simulator.Server, tune func(*service.Config))
 	}
 	t.Cleanup(s.Store.Close)
 	return s
+}
+
+// StartWorker starts one more worker on the stack (its task queue,
+// database, gateway and deployment), on a listener of its own, with the
+// stack's configuration adjusted by tune (when not nil), e.g. another
+// build. It is stopped when the test ends, if the test has not stopped it.
+func (s *Stack) StartWorker(t testing.TB, tune func(*service.Config)) *service.Worker {
+	t.Helper()
+	cfg := s.Config
+	l := Listen(t)
+	cfg.Listener, cfg.HTTPAddr = l, l.Addr().String()
+	cfg.CallbackURL = "http://" + l.Addr().String() + "/callbacks/gateway"
+	if tune != nil {
+		tune(&cfg)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w, err := service.Start(ctx, cfg, Logger(t))
+	if err != nil {
+		t.Fatalf("start another worker: %v", err)
+	}
+	t.Cleanup(func() { _ = w.Stop() })
+	return w
+}
+
+// Listen opens a listener on a free loopback port, for a worker's HTTP
+// endpoints.
+func Listen(t testing.TB) net.Listener {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }
 
 // Getenv is the environment a starter command sees for this stack.
@@ -98,6 +137,8 @@ func (s *Stack) Getenv(key string) string {
 		return s.Config.CallbackURL
 	case codec.KeysEnv:
 		return s.Config.CodecKeys
+	case deployment.NameEnv:
+		return s.Config.DeploymentName
 	}
 	return ""
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -90,7 +91,7 @@ func Temporal(t testing.TB) client.Client {
 				DataConverter: Codec().DataConverter(), FailureConverter: Codec().FailureConverter()},
 			SearchAttributes: temporal.NewSearchAttributes(
 				workflows.OrderStatusKey.ValueSet(""), workflows.PaymentStatusKey.ValueSet("")),
-			ExtraArgs: devserver.TuningArgs,
+			ExtraArgs: append(slices.Clone(devserver.TuningArgs), deploymentsArgs...),
 			Stdout:    os.Stderr,
 			Stderr:    os.Stderr,
 		})
@@ -100,6 +101,10 @@ func Temporal(t testing.TB) client.Client {
 	}
 	return devServer.Client()
 }
+
+// deploymentsArgs lift the server's cap of 100 Worker Deployments a
+// namespace: every stack a test binary starts has its own (NewStackOn).
+var deploymentsArgs = []string{"--dynamic-config-value", "matching.maxDeployments=10000"}
 
 // TemporalAddress is the running dev server's frontend address.
 func TemporalAddress(t testing.TB) string {

@@ -41,11 +41,12 @@ commands:
   callback ORDER_ID --status SUCCESS|FAILED [--reason R]
   load --rate R --duration D [--products P1,P2]
   reconcile [--since 24h] [--dry-run]
+  deployment set-current --build-id B | deployment describe | deployment wait-drained --build-id A [--timeout 25h]
 
 every command takes --json; connection settings come from TEMPORAL_ADDRESS (or a Temporal client
 config profile: TEMPORAL_PROFILE), DATABASE_URL, GATEWAY_URL, GATEWAY_SECRET, CALLBACK_URL, the
-payload codec key ring from PAYGUARD_CODEC_KEYS or PAYGUARD_CODEC_KEY_FILE, or the matching flags
-(-h on a command lists them).`
+payload codec key ring from PAYGUARD_CODEC_KEYS or PAYGUARD_CODEC_KEY_FILE, the Worker Deployment's
+name from PAYGUARD_DEPLOYMENT_NAME, or the matching flags (-h on a command lists them).`
 
 // Run runs one command.
 func Run(ctx context.Context, args []string, env Env) error {
@@ -88,6 +89,7 @@ var commands = []struct {
 	{name: "callback", run: runCallback},
 	{name: "load", run: runLoad},
 	{name: "reconcile", run: runReconcile},
+	{name: "deployment", subcommands: []string{"set-current", "describe", "wait-drained"}, run: runDeployment},
 }
 
 // Commands names every command line the starter takes, a command with

@@ -7,6 +7,8 @@ import (
 	"net"
 	"time"
 
+	"go.temporal.io/sdk/worker"
+
 	"github.com/payguard/payguard/activities"
 	"github.com/payguard/payguard/breaker"
 	"github.com/payguard/payguard/codec"
@@ -64,6 +66,16 @@ type Config struct {
 	// HTTPTimeouts bound slow clients of the HTTP endpoints; zero fields
 	// take config.DefaultHTTPTimeouts (tests shorten them).
 	HTTPTimeouts config.HTTPTimeouts
+	// DeploymentName and BuildID are the Worker Deployment version the
+	// worker polls as, SetCurrent what it does about the deployment's
+	// current version (versioning.go); "" takes each one's default.
+	DeploymentName string
+	BuildID        string
+	SetCurrent     string
+	// RegisterWorkflows, when set, registers the workflows in place of
+	// workflows.New(tuning).Register: a test's second build with a
+	// deliberately different workflow.
+	RegisterWorkflows func(worker.WorkflowRegistry, workflows.Tuning)
 }
 
 // --callback-auth values.
@@ -122,6 +134,7 @@ func newFlagSet(getenv func(string) string) (fs *flag.FlagSet, finish func() (Co
 		"comma-separated browser origins the codec server answers (the Temporal UI's; env PAYGUARD_CODEC_CORS_ORIGINS)")
 	fs.StringVar(&c.CodecToken, "codec-token", getenv("PAYGUARD_CODEC_TOKEN"), "bearer token the codec server requires (env PAYGUARD_CODEC_TOKEN; unset, none: loopback only)")
 	registerTuning(fs, &c)
+	registerVersioning(fs, getenv, &c)
 	fs.BoolVar(&c.Pprof, "pprof", false, "serve Go's profiler under /debug/pprof/ on --http-addr (make bench turns it on)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to wait for in-flight activities on shutdown")
 	return fs, func() (Config, error) {
@@ -141,6 +154,9 @@ func (c Config) answeredGrace() time.Duration {
 // Validate checks every setting, naming each problem.
 func (c Config) Validate() error {
 	if err := c.Common.Validate(); err != nil {
+		return err
+	}
+	if err := c.validateVersioning(); err != nil {
 		return err
 	}
 	if err := validateBreaker("breaker", c.Breaker); err != nil {
@@ -196,7 +212,7 @@ func (c Config) Tuning() workflows.Tuning {
 
 // LogAttrs lists the effective configuration with secrets masked.
 func (c Config) LogAttrs() []any {
-	return []any{
+	return append([]any{
 		"temporal_address", c.TemporalAddress, "namespace", c.Namespace, "task_queue", c.TaskQueue,
 		"database_url", config.MaskURL(c.DatabaseURL), "gateway_url", c.GatewayURL, "callback_url", c.CallbackURL,
 		"gateway_secret", config.MaskSecret(c.GatewaySecret), "http_addr", c.HTTPAddr,
@@ -210,7 +226,7 @@ func (c Config) LogAttrs() []any {
 		"reconcile_interval", c.ReconcileInterval.String(), "reconcile_window", c.ReconcileWindow.String(), "reconcile_rate", c.reconcileRate(),
 		"codec_key_file", c.codecKeySource(), "codec_cors_origins", c.CodecOrigins, "codec_token", config.MaskSecret(c.CodecToken),
 		"pprof", c.Pprof, "db_max_conns", c.DBMaxConns, "sticky_cache_size", c.StickyCacheSize, "task_pollers", c.TaskPollers,
-	}
+	}, c.versioningAttrs()...)
 }
 
 // breakerScope is BreakerScope with its default, fleet.

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -26,7 +27,6 @@ import (
 	"github.com/payguard/payguard/gateway"
 	"github.com/payguard/payguard/store"
 	"github.com/payguard/payguard/telemetry"
-	"github.com/payguard/payguard/workflows"
 )
 
 // Run is the worker's main: it runs until ctx ends (SIGINT/SIGTERM), then
@@ -65,6 +65,8 @@ type Worker struct {
 	http     *http.Server
 	listener net.Listener
 	served   chan error
+	stopOnce sync.Once
+	stopErr  error
 	Metrics  *Metrics
 	// Breaker is the lookup breaker and Creates the request breaker,
 	// shared by the fleet or this process's own (--breaker-scope).
@@ -132,7 +134,7 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error
 		return nil, err
 	}
 	w.worker = cfg.newWorker(w.temporal)
-	workflows.New(cfg.Tuning()).Register(w.worker)
+	cfg.registerWorkflows(w.worker)
 	w.worker.RegisterActivity(acts)
 	w.worker.RegisterActivity(activities.NewSweeper(st, acts, workflowRunning(w.temporal), cfg.reconcileRate(),
 		newReconcileMetrics(w.Metrics.Registry)))
@@ -162,6 +164,10 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error
 	if err := w.worker.Start(); err != nil {
 		return nil, fmt.Errorf("start worker: %w", err)
 	}
+	if err := cfg.applySetCurrent(ctx, w.temporal, logger); err != nil {
+		w.worker.Stop()
+		return nil, err
+	}
 	go func() { w.served <- w.http.Serve(w.listener) }()
 	logger.Info("worker ready", "http_addr", w.listener.Addr().String(), "task_queue", cfg.TaskQueue)
 	ok = true
@@ -172,16 +178,20 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error
 func (w *Worker) Addr() string { return w.listener.Addr().String() }
 
 // Stop shuts down in order: no new HTTP requests, in-flight activities
-// finish, the worker stops, connections close.
+// finish, the worker stops, connections close. A second call waits for
+// the first and returns its result (a test stops an old build's worker
+// before its stack's cleanup does).
 func (w *Worker) Stop() error {
-	w.log.Info("worker stopping")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	err := w.http.Shutdown(ctx)
-	w.worker.Stop()
-	w.closeAll()
-	w.log.Info("worker stopped")
-	return err
+	w.stopOnce.Do(func() {
+		w.log.Info("worker stopping")
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		w.stopErr = w.http.Shutdown(ctx)
+		w.worker.Stop()
+		w.closeAll()
+		w.log.Info("worker stopped")
+	})
+	return w.stopErr
 }
 
 func (w *Worker) closeAll() {

@@ -24,6 +24,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/payguard/payguard/codec"
+	"github.com/payguard/payguard/deployment"
 	"github.com/payguard/payguard/internal/testenv"
 	"github.com/payguard/payguard/starter/cli"
 	"github.com/payguard/payguard/status"
@@ -164,7 +165,7 @@ server_ca_cert_path = %q
 	taskQueue := testenv.ID("tls")
 	env := map[string]string{
 		"TEMPORAL_CONFIG_FILE": configFile, "TEMPORAL_PROFILE": "secure",
-		"TASK_QUEUE": taskQueue, "DATABASE_URL": testenv.NewDatabase(t), "GATEWAY_URL": sim.GatewayURL(),
+		"TASK_QUEUE": taskQueue, deployment.NameEnv: taskQueue, "DATABASE_URL": testenv.NewDatabase(t), "GATEWAY_URL": sim.GatewayURL(),
 		"GATEWAY_SECRET": testenv.Secret, "CALLBACK_URL": "http://" + l.Addr().String() + "/callbacks/gateway",
 		codec.KeysEnv: testenv.CodecKeys(),
 	}

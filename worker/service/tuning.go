@@ -82,6 +82,7 @@ func (c Config) workerOptions() worker.Options {
 		perQueue = DefaultWorkflowPollsPerQueue
 	}
 	return worker.Options{WorkerStopTimeout: c.ShutdownTimeout,
+		DeploymentOptions: worker.DeploymentOptions{UseVersioning: true, Version: c.version()},
 		WorkflowTaskPollerBehavior: worker.NewPollerBehaviorAutoscaling(worker.PollerBehaviorAutoscalingOptions{
 			InitialNumberOfPollers: perQueue, MinimumNumberOfPollers: 1, MaximumNumberOfPollers: perQueue}),
 		MaxConcurrentActivityTaskPollers: c.TaskPollers}
