@@ -102,3 +102,22 @@ func TestGatewayAPIDocClassifiesCreatesAsTheCode(t *testing.T) {
 		assert.True(t, covered[must], "docs/gateway-api.md's table names %s", must)
 	}
 }
+
+// Only the gateway's own complete 5xx answer proves nothing is in flight:
+// a proxy's 502/504, or a 5xx without the gateway's error body, waits the
+// full grace.
+func TestOnlyTheGatewaysOwn5xxIsAnsweredInFull(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{&gateway.Error{Class: gateway.ErrOutcomeUnknown, StatusCode: 500, Code: "INTERNAL_ERROR"}, true},
+		{&gateway.Error{Class: gateway.ErrOutcomeUnknown, StatusCode: 503, Code: "INTERNAL_ERROR"}, true},
+		{&gateway.Error{Class: gateway.ErrOutcomeUnknown, StatusCode: 502, Code: "BAD_GATEWAY"}, false},
+		{&gateway.Error{Class: gateway.ErrOutcomeUnknown, StatusCode: 504, Code: "TIMEOUT"}, false},
+		{&gateway.Error{Class: gateway.ErrOutcomeUnknown, StatusCode: 500}, false},
+		{&gateway.Error{Class: gateway.ErrOutcomeUnknown, StatusCode: 500, Code: "X", Err: errors.New("read answer: EOF")}, false},
+	} {
+		assert.Equal(t, c.want, activities.AnsweredInFull(c.err), "%v", c.err)
+	}
+}

@@ -152,11 +152,14 @@ func until(delay time.Duration, notAfter time.Time) time.Duration {
 	return max(min(delay, time.Until(notAfter)), time.Millisecond)
 }
 
-// answeredInFull: the gateway answered the create with a complete 5xx
-// body — it finished with the request, so nothing of it is in flight.
+// answeredInFull: the gateway itself answered the create with a complete
+// 5xx error body (its own error code decoded) — it finished with the
+// request, so nothing of it is in flight. A 502 or 504 is a proxy's word
+// about a request that may still be running behind it: not answered.
 func answeredInFull(err error) bool {
 	var gerr *gateway.Error
-	return errors.As(err, &gerr) && gerr.StatusCode >= 500 && gerr.Err == nil
+	return errors.As(err, &gerr) && gerr.StatusCode >= 500 && gerr.Err == nil && gerr.Code != "" &&
+		gerr.StatusCode != http.StatusBadGateway && gerr.StatusCode != http.StatusGatewayTimeout
 }
 
 // errNotSent is a create the store did not let out: nothing for the
