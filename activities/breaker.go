@@ -71,14 +71,15 @@ func (changeFunc) Fallback(string, bool)                                {}
 // share (at least MinCalls counted) or on ConsecutiveFailures in a row.
 //
 // A fleet breaker's calls are risky (run one at a time under the shared
-// lease) once one more failure could trip it by either rule: the window's
-// failure share would reach the trip rate, whatever the count — from the
-// first failure of a dead gateway on, in an empty window — or the failures
-// in a row would reach ConsecutiveFailures. So the fleet sends a dead
-// gateway one trip's worth of lookups (--breaker-min-calls, or
-// --breaker-consecutive-failures after a window of successes), not that
-// many per worker; only calls that set out side by side while the next was
-// not yet risky add to it.
+// lease) once the window holds a failure and one more could trip it by
+// either rule: the window's failure share would reach the trip rate,
+// whatever the count — from the first failure of a dead gateway on, in an
+// empty window — or the failures in a row would reach ConsecutiveFailures.
+// So the fleet sends a dead gateway one trip's worth of calls
+// (--breaker-min-calls, or --breaker-consecutive-failures after a window of
+// successes), not that many per worker; only calls that set out side by
+// side while the next was not yet risky add to it. A window without a
+// failure is never risky: a healthy gateway's calls run side by side.
 func (s BreakerSettings) rules(name string) breaker.Rules {
 	bucket := time.Second
 	if s.Window < 10*bucket {
@@ -97,7 +98,8 @@ func (s BreakerSettings) rules(name string) breaker.Rules {
 		},
 	}, Risky: func(c gobreaker.Counts) bool {
 		counted := c.TotalSuccesses + c.TotalFailures + 1
-		return s.inARow(c.ConsecutiveFailures+1) || float64(c.TotalFailures+1) >= s.FailureRate*float64(counted)
+		return s.inARow(c.ConsecutiveFailures+1) ||
+			c.TotalFailures > 0 && float64(c.TotalFailures+1) >= s.FailureRate*float64(counted)
 	}}
 }
 

@@ -149,7 +149,9 @@ func TestBreakerRules(t *testing.T) {
 		counts      gobreaker.Counts
 		trip, risky bool
 	}{
-		{"lookup: empty window, any failure could tip the rate", activities.LookupRules(lookup), counts(0, 0, 0), false, true},
+		{"lookup: empty window: nothing failed yet", activities.LookupRules(lookup), counts(0, 0, 0), false, false},
+		{"lookup: one failure in an empty window could tip the rate", activities.LookupRules(lookup), counts(0, 1, 1), false, true},
+		{"lookup: two successes and no failure", activities.LookupRules(lookup), counts(2, 0, 0), false, false},
 		{"lookup: healthy window, first failure", activities.LookupRules(lookup), counts(30, 1, 1), false, false},
 		{"lookup: healthy window, one more failure reaches 3 in a row", activities.LookupRules(lookup), counts(30, 2, 2), false, true},
 		{"lookup: healthy window, 3 in a row", activities.LookupRules(lookup), counts(30, 3, 3), true, true},

@@ -5,12 +5,14 @@
 // state, and share one budget of half-open trials.
 //
 // The fleet breaker keeps three promises:
-//   - an OPEN state is answered from this worker's memory until the state's
-//     own expiry, with no database round trip (Do's fast path);
+//   - a refusal answers at once: an OPEN state is answered from this
+//     worker's memory until the state's own expiry, with no database round
+//     trip (Do's fast path), and a call that needs the shared lease while
+//     another call holds it is refused, never made to wait for it;
 //   - a call that could trip the breaker, or is a half-open trial, runs
 //     under the shared lease, so the fleet sends no more failing calls than
-//     one breaker would; a healthy closed breaker's calls run freely and
-//     only their outcomes are written;
+//     one breaker would, and no more trials than it lets through; a healthy
+//     closed breaker's calls run freely and only their outcomes are written;
 //   - a shared store that fails makes this worker fall back to its own
 //     process breaker (with an ERROR log line), never to "closed": an open
 //     state already seen stays open until its expiry.
@@ -23,6 +25,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
@@ -39,8 +42,9 @@ const (
 // metrics within it.
 const WatchEvery = 250 * time.Millisecond
 
-// trialWait is the retry delay while the half-open trials are all taken:
-// they end within one gateway call.
+// trialWait is the retry delay while the half-open trials are all taken,
+// or the one call that may trip the breaker is under way: they end within
+// one gateway call.
 const trialWait = time.Second
 
 // Observer sees what the breaker does; the worker turns it into metrics.
@@ -59,11 +63,25 @@ type Observer interface {
 // (store.BreakerHandle).
 type Handle interface {
 	gobreaker.SharedDataStore
-	StateKey() string
+	// Hold takes the lease on key, waiting up to wait for another holder
+	// (0: one try), and keeps it through gobreaker's Lock and Unlock until
+	// Release. ok false: another holds it, for at most left more.
+	Hold(key string, wait time.Duration) (ok bool, left time.Duration, err error)
+	Release(key string) error
+	// Read is the state the latest GetData returned; Written the state the
+	// latest operation wrote, if any.
+	Read() []byte
 	Written() []byte
 	// ReadErr is the last read's failure, which gobreaker reports as
 	// ErrNoSharedState.
 	ReadErr() error
+}
+
+// Snapshot is a breaker's shared state (nil: none yet) and how long its
+// lease is still held by anyone (0: free), read together.
+type Snapshot struct {
+	Data      []byte
+	LeaseLeft time.Duration
 }
 
 // Shared is the fleet's store of breaker states.
@@ -71,8 +89,8 @@ type Shared struct {
 	// NewHandle returns a handle with its own lease holder; observe sees
 	// its statements.
 	NewHandle func(observe func(op string, took time.Duration, err error)) Handle
-	// Read reads a state by key without a lease.
-	Read func(key string) ([]byte, error)
+	// Read reads a state and its lease by key, without taking the lease.
+	Read func(stateKey, mutexKey string) (Snapshot, error)
 	// Contention says an error is another holder keeping the lease longer
 	// than a caller waits: busy, not an outage.
 	Contention func(error) bool
@@ -86,8 +104,12 @@ type OpenError struct {
 }
 
 func (e *OpenError) Error() string {
-	if e.State == gobreaker.StateHalfOpen {
+	switch e.State {
+	case gobreaker.StateHalfOpen:
 		return fmt.Sprintf("breaker %s is half-open and its trial calls are taken: retry in %s", e.Name, e.RetryAfter.Round(time.Millisecond))
+	case gobreaker.StateClosed:
+		return fmt.Sprintf("breaker %s is one failure short of tripping and the call that may trip it is under way: retry in %s",
+			e.Name, e.RetryAfter.Round(time.Millisecond))
 	}
 	return fmt.Sprintf("breaker %s is open: retry in %s", e.Name, e.RetryAfter.Round(time.Millisecond))
 }
@@ -130,20 +152,23 @@ type Breaker struct {
 	log      *slog.Logger
 	local    *gobreaker.CircuitBreaker[struct{}]
 
+	trial    *instance   // runs the guarded calls, one at a time
+	guarding atomic.Bool // a guarded call of this worker is under way
+
 	mu        sync.Mutex
 	seen      gobreaker.State  // as this worker last saw it
 	counts    gobreaker.Counts // the shared counts last seen
 	gen       uint64           // the shared state's generation last seen
 	openUntil time.Time        // refuse without asking anyone until then
+	busyUntil time.Time        // the lease is another's: refuse calls that need it until then
 	degraded  bool             // the shared store failed: the local breaker decides
-	stateKey  string
-	free      []*instance
+	free      []*instance      // record free calls' outcomes
 	stop      chan struct{}
 	stopOnce  sync.Once
 }
 
 type instance struct {
-	dcb    *gobreaker.DistributedCircuitBreaker[struct{}]
+	dcb    *gobreaker.DistributedCircuitBreaker[struct{}] // built at its first use, under the lease
 	handle Handle
 }
 
@@ -161,11 +186,8 @@ func New(rules Rules, shared *Shared, obs Observer, log *slog.Logger) *Breaker {
 	}
 	b.local = gobreaker.NewCircuitBreaker[struct{}](local)
 	if shared != nil {
-		if in, err := b.newInstance(); err != nil {
-			b.degradeLocked(err)
-		} else {
-			b.checkin(in)
-		}
+		b.trial = b.newInstance()
+		b.start()
 		go b.watch()
 	}
 	return b
@@ -226,7 +248,7 @@ func (b *Breaker) isDegraded() bool {
 // req did not run.
 func (b *Breaker) Do(req func() error) error {
 	now := time.Now()
-	if err := b.refuseCached(now); err != nil {
+	if err := b.refuseFromMemory(now); err != nil {
 		return err
 	}
 	if b.shared == nil || b.isDegraded() {
@@ -236,25 +258,42 @@ func (b *Breaker) Do(req func() error) error {
 	if err != nil {
 		return b.doLocal(req)
 	}
-	switch effective(st, now) {
-	case gobreaker.StateOpen:
+	state := effective(st, now)
+	switch {
+	case state == gobreaker.StateOpen:
 		return &OpenError{Name: b.name, State: gobreaker.StateOpen, RetryAfter: st.Expiry.Sub(now)}
-	case gobreaker.StateClosed:
-		if !b.nearTrip(st.Counts) {
-			err := req()
-			b.record(err)
-			return err
-		}
+	case state == gobreaker.StateClosed && !b.nearTrip(st.Counts):
+		err := req()
+		b.record(err, st.Generation)
+		return err
 	}
-	return b.guarded(req)
+	if err := b.refuseFromMemory(now); err != nil { // the read saw the lease taken
+		return err
+	}
+	return b.guarded(req, state)
 }
 
-// refuseCached is the fast path: an open state seen, not yet expired.
-func (b *Breaker) refuseCached(now time.Time) error {
+// refuseFromMemory is the fast path: an open state seen, not yet expired;
+// or a state whose calls need the shared lease while it is known to be
+// another call's (this worker's own guarded call, or a holder seen lately).
+func (b *Breaker) refuseFromMemory(now time.Time) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if now.Before(b.openUntil) {
 		return &OpenError{Name: b.name, State: gobreaker.StateOpen, RetryAfter: b.openUntil.Sub(now)}
+	}
+	if b.shared == nil || b.degraded {
+		return nil
+	}
+	state := b.seen
+	if state == gobreaker.StateOpen {
+		state = gobreaker.StateHalfOpen // past its expiry
+	}
+	if state == gobreaker.StateClosed && !b.nearTrip(b.counts) {
+		return nil
+	}
+	if b.guarding.Load() || now.Before(b.busyUntil) {
+		return b.busyRefusal(state)
 	}
 	return nil
 }

@@ -2,7 +2,6 @@ package breaker_test
 
 import (
 	"encoding/json"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,8 +18,7 @@ import (
 
 // The shared lease under contention, on real PostgreSQL: another worker
 // holding it is "busy", never a store outage; a holder whose lease ran out
-// cannot write over the state its successor wrote; and one call waiting for
-// the lease does not hold up this worker's other calls.
+// cannot write over the state its successor wrote.
 
 const mutexKey = "gobreaker:mutex:" + activities.LookupBreakerName
 
@@ -91,10 +89,15 @@ func TestLateTrialCannotOverwriteTheSuccessorsVerdict(t *testing.T) {
 		done <- a.Do(func() error { close(started); <-release; return nil })
 	}()
 	<-started
-	// b waits out a's lease, then tries for itself: the gateway still fails.
+	// b is refused while a's lease lasts, then tries for itself: the
+	// gateway still fails.
 	bCalled := false
-	require.ErrorIs(t, b.Do(func() error { bCalled = true; return gateway.ErrUnreachable }), gateway.ErrUnreachable)
-	require.True(t, bCalled)
+	var bErr error
+	testenv.Eventually(t, 5*time.Second, func() bool {
+		bErr = b.Do(func() error { bCalled = true; return gateway.ErrUnreachable })
+		return bCalled
+	}, "b gets its trial once a's lease has run out")
+	require.ErrorIs(t, bErr, gateway.ErrUnreachable)
 	data, err := admin.ReadBreakerState(stateKey)
 	require.NoError(t, err)
 	require.Equal(t, gobreaker.StateOpen, decodeState(t, data).State, "b's failed trial opened the breaker")
@@ -104,50 +107,6 @@ func TestLateTrialCannotOverwriteTheSuccessorsVerdict(t *testing.T) {
 	data, err = admin.ReadBreakerState(stateKey)
 	require.NoError(t, err)
 	assert.Equal(t, gobreaker.StateOpen, decodeState(t, data).State, "a's late trial, whose lease ran out, did not close the breaker")
-}
-
-// While one call of this worker waits for a lease another worker holds,
-// this worker's other calls are still answered: with the fleet's state
-// open, at once, from the stored state.
-func TestWaitingForTheLeaseHoldsUpNoOtherCall(t *testing.T) {
-	url, _ := migrated(t)
-	view := &watched{}
-	b := breaker.New(activities.LookupRules(settings), openStore(t, url).SharedBreakers(10*time.Second), view, testenv.Logger(t))
-	t.Cleanup(b.Close)
-	// One failure: still closed, but every further call runs under the lease.
-	require.ErrorIs(t, b.Do(func() error { return gateway.ErrUnreachable }), gateway.ErrUnreachable)
-	require.Equal(t, gobreaker.StateClosed, b.State())
-
-	other := openStore(t, url).BreakerHandle(time.Minute, nil)
-	require.NoError(t, other.Lock(mutexKey))
-	var wg sync.WaitGroup
-	t.Cleanup(func() { _ = other.Unlock(mutexKey); wg.Wait() })
-	for range 2 { // one takes the breaker's free instance, one builds another
-		wg.Add(1)
-		go func() { defer wg.Done(); _ = b.Do(func() error { return nil }) }()
-	}
-	testenv.Eventually(t, 5*time.Second, func() bool { return view.locks.Load() >= 100 }, "both calls wait for the lease")
-
-	// The other worker opens the breaker.
-	data, err := json.Marshal(gobreaker.SharedState{State: gobreaker.StateOpen, Generation: 1, Buckets: []gobreaker.Counts{},
-		Expiry: time.Now().Add(time.Minute)})
-	require.NoError(t, err)
-	require.NoError(t, other.SetData(stateKey, data))
-
-	answered := make(chan error, 1)
-	go func() { answered <- b.Do(func() error { return nil }) }()
-	var got error
-	testenv.Eventually(t, 3*time.Second, func() bool {
-		select {
-		case got = <-answered:
-			return true
-		default:
-			return false
-		}
-	}, "a call is answered while two others wait for the lease")
-	var open *breaker.OpenError
-	require.ErrorAs(t, got, &open)
-	assert.Equal(t, gobreaker.StateOpen, open.State)
 }
 
 // The open state's expiry is written by the worker that tripped the

@@ -30,10 +30,23 @@ var ErrLeaseLost = fmt.Errorf("%w: ours ran out before the write", ErrLeaseHeld)
 // not hang a lookup.
 const BreakerOpTimeout = 2 * time.Second
 
-// leaseRetry is the pause between two tries at a lease held by another.
-// Short, because a holder keeps it for a few statements; gobreaker's own
-// pause between Lock calls is half a second.
-const leaseRetry = 5 * time.Millisecond
+// BreakerLease is how long a fleet breaker's lease must last when the
+// longest call made under it (a half-open trial) takes call: the call, and
+// the statements around it that the holder waits for (the lease taken, the
+// state read before the call), each bounded by BreakerOpTimeout. The state
+// written after the call is checked against the lease by the database, so
+// a lease that outlives these has not run out while its trial may still be
+// waiting for its answer: no second trial starts meanwhile.
+func BreakerLease(call time.Duration) time.Duration { return call + 2*BreakerOpTimeout }
+
+// The pauses between two tries at a lease held by another, for a caller
+// that waits: short at first, because a holder keeps it for a few
+// statements, then longer, so that waiters do not load the database while
+// a trial holds it for a whole gateway call.
+const (
+	leaseRetry    = 5 * time.Millisecond
+	leaseRetryMax = 50 * time.Millisecond
+)
 
 // BreakerHandle is one breaker instance's view of the shared store: a
 // gobreaker.SharedDataStore with its own lease holder. Use one handle per
@@ -47,6 +60,10 @@ const leaseRetry = 5 * time.Millisecond
 // lease before it reads, Lock finds it already held, and Unlock gives it
 // back. A failed or empty read gives it back at once, since gobreaker then
 // returns without unlocking.
+//
+// Hold takes the lease for a whole gobreaker operation instead (building
+// the breaker, then Execute): gobreaker's Lock finds it held and its Unlock
+// leaves it so, until Release.
 type BreakerHandle struct {
 	store   *Store
 	lease   time.Duration
@@ -54,7 +71,9 @@ type BreakerHandle struct {
 	mutex   string // the key gobreaker locks, learnt at its first Lock
 	state   string // the key gobreaker keeps its state under
 	held    bool
+	pinned  bool  // taken by Hold: kept until Release
 	readErr error // the last GetData's failure: gobreaker reports it as no state at all
+	read    []byte
 	written []byte
 	observe func(op string, took time.Duration, err error)
 }
@@ -84,46 +103,83 @@ func (h *BreakerHandle) Lock(key string) error {
 }
 
 func (h *BreakerHandle) acquire(key string) error {
-	deadline := time.Now().Add(h.lease)
+	ok, _, err := h.take(key, h.lease)
+	if err == nil && !ok {
+		err = ErrLeaseHeld
+	}
+	return err
+}
+
+// Hold takes the lease on key, waiting up to wait for a holder to give it
+// back or for its lease to run out (0: one try), and keeps it through
+// gobreaker's Lock and Unlock until Release. When another still has it, ok
+// is false and left is how long its lease lasts at most.
+func (h *BreakerHandle) Hold(key string, wait time.Duration) (ok bool, left time.Duration, err error) {
+	h.mutex = key
+	if !h.held {
+		if ok, left, err = h.take(key, wait); !ok {
+			return ok, left, err
+		}
+	}
+	h.pinned = true
+	return true, 0, nil
+}
+
+// Release gives back a lease taken by Hold.
+func (h *BreakerHandle) Release(key string) error {
+	h.pinned = false
+	return h.Unlock(key)
+}
+
+// take tries for the lease until wait has passed, pausing between tries.
+func (h *BreakerHandle) take(key string, wait time.Duration) (ok bool, left time.Duration, err error) {
+	deadline := time.Now().Add(wait)
+	pause := leaseRetry
 	for {
 		start := time.Now()
-		ok, err := h.tryAcquire(key)
+		ok, left, err = h.tryAcquire(key)
 		h.observe("lock", time.Since(start), err)
-		if err != nil {
-			return err
+		if err != nil || ok {
+			h.held = ok
+			return ok, left, err
 		}
-		if ok {
-			h.held = true
-			return nil
+		if !time.Now().Add(pause).Before(deadline) {
+			return false, left, nil
 		}
-		if time.Now().After(deadline) {
-			return ErrLeaseHeld
-		}
-		time.Sleep(leaseRetry)
+		time.Sleep(pause)
+		pause = min(2*pause, leaseRetryMax)
 	}
 }
 
-func (h *BreakerHandle) tryAcquire(key string) (bool, error) {
+// tryAcquire takes the lease if it is free, ran out, or is already ours;
+// else it says how long the holder's lease lasts (as it stood before the
+// statement: the subquery reads the statement's snapshot, not its insert).
+func (h *BreakerHandle) tryAcquire(key string) (bool, time.Duration, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), BreakerOpTimeout)
 	defer cancel()
-	var holder string
+	var took bool
+	var left float64
 	err := h.store.pool.QueryRow(ctx, `
-		INSERT INTO breaker_leases (key, holder, expires_at) VALUES ($1, $2, now() + make_interval(secs => $3))
-		ON CONFLICT (key) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at
-		WHERE breaker_leases.expires_at < now() OR breaker_leases.holder = EXCLUDED.holder
-		RETURNING holder`, key, h.holder, h.lease.Seconds()).Scan(&holder)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil
-	}
+		WITH took AS (
+			INSERT INTO breaker_leases (key, holder, expires_at) VALUES ($1, $2, now() + make_interval(secs => $3))
+			ON CONFLICT (key) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at
+			WHERE breaker_leases.expires_at < now() OR breaker_leases.holder = EXCLUDED.holder
+			RETURNING holder)
+		SELECT EXISTS (SELECT 1 FROM took),
+			COALESCE((SELECT extract(epoch FROM expires_at - now()) FROM breaker_leases WHERE key = $1), 0)::float8`,
+		key, h.holder, h.lease.Seconds()).Scan(&took, &left)
 	if err != nil {
-		return false, fmt.Errorf("take breaker lease %s: %w", key, err)
+		return false, 0, fmt.Errorf("take breaker lease %s: %w", key, err)
 	}
-	return true, nil
+	return took, max(time.Duration(left*float64(time.Second)), 0), nil
 }
 
-// Unlock gives the lease back. A lease that ran out and was taken over is
-// the new holder's: it is left alone.
+// Unlock gives the lease back, unless Hold keeps it. A lease that ran out
+// and was taken over is the new holder's: it is left alone.
 func (h *BreakerHandle) Unlock(key string) error {
+	if h.pinned {
+		return nil
+	}
 	h.held = false
 	ctx, cancel := context.WithTimeout(context.Background(), BreakerOpTimeout)
 	defer cancel()
@@ -149,7 +205,7 @@ func (h *BreakerHandle) GetData(key string) ([]byte, error) {
 	start := time.Now()
 	data, err := h.store.ReadBreakerState(key)
 	h.observe("get", time.Since(start), err)
-	h.readErr = err
+	h.readErr, h.read = err, data
 	if (err != nil || len(data) == 0) && h.held && h.mutex != "" {
 		_ = h.Unlock(h.mutex)
 	}
@@ -205,6 +261,9 @@ func (h *BreakerHandle) SetData(key string, data []byte) error {
 // once the breaker was built.
 func (h *BreakerHandle) StateKey() string { return h.state }
 
+// Read is the state the handle's latest GetData returned.
+func (h *BreakerHandle) Read() []byte { return h.read }
+
 // ReadErr is the last read's failure (nil after a read that worked):
 // gobreaker reports any failed read as ErrNoSharedState.
 func (h *BreakerHandle) ReadErr() error { return h.readErr }
@@ -219,9 +278,27 @@ func (s *Store) SharedBreakers(lease time.Duration) *breaker.Shared {
 		NewHandle: func(observe func(string, time.Duration, error)) breaker.Handle {
 			return s.BreakerHandle(lease, observe)
 		},
-		Read:       s.ReadBreakerState,
+		Read:       s.ReadBreakerSnapshot,
 		Contention: func(err error) bool { return errors.Is(err, ErrLeaseHeld) },
 	}
+}
+
+// ReadBreakerSnapshot reads a breaker's shared state and how long anyone
+// still holds its lease, in one statement and without taking it.
+func (s *Store) ReadBreakerSnapshot(stateKey, mutexKey string) (breaker.Snapshot, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), BreakerOpTimeout)
+	defer cancel()
+	var snap breaker.Snapshot
+	var left float64
+	err := s.pool.QueryRow(ctx, `
+		SELECT (SELECT data FROM breaker_state WHERE key = $1),
+			COALESCE((SELECT extract(epoch FROM expires_at - now()) FROM breaker_leases WHERE key = $2 AND expires_at > now()), 0)::float8`,
+		stateKey, mutexKey).Scan(&snap.Data, &left)
+	if err != nil {
+		return breaker.Snapshot{}, fmt.Errorf("read breaker state %s: %w", stateKey, err)
+	}
+	snap.LeaseLeft = max(time.Duration(left*float64(time.Second)), 0)
+	return snap, nil
 }
 
 // ReadBreakerState reads a breaker's shared state without any lease: for
