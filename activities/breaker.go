@@ -34,19 +34,16 @@ func DefaultBreakerSettings() BreakerSettings {
 		ConsecutiveFailures: 3}
 }
 
-// DefaultRequestBreakerSettings are the create (request) breaker's: it
-// counts connect errors and 5xx, and a 5xx is also how a healthy gateway
-// answers now and then, so it wants more calls before it judges and one
-// successful trial to close: a create refused by it waits for the trial,
-// and three trials in a row that must all succeed kept a gateway with a
-// few 5xx refusing creates long after it came back. It has no
-// consecutive-failures rule: a healthy gateway's occasional 5xx on creates
-// fall in runs by chance (pgsim's default answers 40% of creates 5xx: three
-// in a row is one create in sixteen), and each run would trip it and
-// refuse every create for --request-breaker-open, again and again; the
-// rate rule over ten calls tells that gateway from a dead one.
+// DefaultRequestBreakerSettings are the create (request) breaker's. It
+// counts only creates that got no answer (CreateRules), which a healthy
+// gateway does not leave: three in a row are a dead gateway, as for
+// lookups, and trip it within three creates of an outage even after a
+// window full of answers (the rate rule alone would wait for the failures
+// to outweigh them). One successful trial closes it: a create refused by
+// it waits for the trial.
 func DefaultRequestBreakerSettings() BreakerSettings {
-	return BreakerSettings{Window: 10 * time.Second, MinCalls: 10, FailureRate: 0.5, OpenFor: 5 * time.Second, HalfOpenCalls: 1}
+	return BreakerSettings{Window: 10 * time.Second, MinCalls: 10, FailureRate: 0.5, OpenFor: 5 * time.Second, HalfOpenCalls: 1,
+		ConsecutiveFailures: 3}
 }
 
 // Breaker names in logs and metrics.
@@ -108,7 +105,38 @@ func (s BreakerSettings) inARow(failures uint32) bool {
 	return s.ConsecutiveFailures > 0 && failures >= s.ConsecutiveFailures
 }
 
-// LookupRules are the lookup breaker's rules.
+// Both breakers count what says the gateway is down: a call it never
+// answered itself — it could not be reached, or it did not answer within
+// the read timeout, or dropped the connection, or a proxy in front of it
+// answered for it (a 5xx without the gateway's own error body, a 502 or
+// 504: answeredInFull). They differ on the gateway's own 5xx.
+//
+// A lookup's 5xx is counted: it answers nothing, and refusing lookups
+// after a run of them costs nothing they would have told (a lookup reads;
+// pgsim fails none by default). A create's own 5xx is not: a complete 5xx
+// body from the gateway is the gateway up and answering, and the create
+// then follows its answer (a lookup by order id, then a re-send); a breaker
+// that refused creates on it would turn a flaky gateway into refused
+// creates and orders past their deadline, at any base rate — pgsim's
+// default answers 40% of creates 500, and runs of them came by chance. A
+// gateway answering every create 5xx is not hammered for it: each re-send
+// waits for a lookup behind the lookup breaker, which counts 5xx, and
+// re-sends back off.
+
+// unanswered: the gateway itself never answered — not reached (connect
+// error), silent once reached (read timeout, reset, EOF: no status), or
+// answered for by a proxy — as opposed to an answer of its own, or a call
+// that says nothing of the gateway (our own cancellation, a request the
+// client refused to build).
+func unanswered(err error) bool {
+	var gerr *gateway.Error
+	silent := errors.As(err, &gerr) && (gerr.Class == gateway.ErrOutcomeUnknown && gerr.StatusCode == 0 ||
+		gerr.StatusCode >= 500 && !answeredInFull(err))
+	return (errors.Is(err, gateway.ErrUnreachable) || silent) && !errors.Is(err, context.Canceled)
+}
+
+// LookupRules are the lookup breaker's rules: a failure is a lookup never
+// answered, or answered 5xx (or any other answer it cannot act on).
 func LookupRules(s BreakerSettings) breaker.Rules {
 	st := s.rules(LookupBreakerName)
 	// A 4xx is the gateway answering, healthy and definite; a cancelled
@@ -121,18 +149,18 @@ func LookupRules(s BreakerSettings) breaker.Rules {
 	return st
 }
 
-// CreateRules are the create (request) breaker's rules: a
-// create counts against the gateway only when it could not connect or the
-// gateway answered 5xx. Anything else — an acceptance, a refusal, a read
-// timeout, a create the store did not let out (errNotSent) — is the
-// gateway working or says nothing of it, and is not counted.
+// CreateRules are the create (request) breaker's rules: a create counts
+// against the gateway only when the gateway itself did not answer it. Any
+// answer of its own — an acceptance, a refusal, its own 5xx — is the
+// gateway up, a success; a create the store did not let out (errNotSent),
+// our own cancellation, or one the client refused to build says nothing of
+// it and is not counted.
 func CreateRules(s BreakerSettings) breaker.Rules {
 	st := s.rules(CreateBreakerName)
-	st.IsExcluded = func(err error) bool { return err != nil && !createFailure(err) }
+	st.IsSuccessful = func(err error) bool {
+		var gerr *gateway.Error
+		return err == nil || errors.As(err, &gerr) && gerr.StatusCode != 0 && !unanswered(err)
+	}
+	st.IsExcluded = func(err error) bool { return err != nil && !unanswered(err) && !st.IsSuccessful(err) }
 	return st
-}
-
-func createFailure(err error) bool {
-	var gerr *gateway.Error
-	return errors.Is(err, gateway.ErrUnreachable) || (errors.As(err, &gerr) && gerr.StatusCode >= 500)
 }

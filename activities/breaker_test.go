@@ -24,9 +24,11 @@ func (noView) StoreCall(string, string, time.Duration, error)        {}
 func (noView) Fallback(string, bool)                                 {}
 
 // Creates behind the fleet's request breaker (shared through the test's
-// database): 5xx creates trip it; then a create is not attempted — nothing
-// recorded, nothing sent — and comes back retryable after the time until
-// half-open; after recovery the held-back order's create goes out once.
+// database): a create answered 5xx is the gateway up, not counted against
+// it; creates a dead gateway never answers trip it; then a create is not
+// attempted — nothing recorded, nothing sent — and comes back retryable
+// after the time until half-open; after recovery the held-back order's
+// create goes out once.
 func TestCreatesBehindTheRequestBreaker(t *testing.T) {
 	r := newRig(t, quiet(), activities.DefaultBreakerSettings(), false)
 	settings := activities.BreakerSettings{Window: 10 * time.Second, MinCalls: 3, FailureRate: 0.5, OpenFor: 2 * time.Second, HalfOpenCalls: 1}
@@ -38,20 +40,28 @@ func TestCreatesBehindTheRequestBreaker(t *testing.T) {
 	require.NoError(t, err)
 
 	testenv.PatchFaults(t, r.sim, map[string]any{"create": map[string]any{"errorRate": 1, "errorStatus": 503}})
-	for _, id := range []string{"order-1", "order-2", "order-3"} {
+	r.reserve(t, "order-1")
+	_, err = r.env.ExecuteActivity(acts.RequestPayment, request("order-1"))
+	kind, retry := appError(t, err)
+	assert.Equal(t, activities.ErrGatewayOutcomeUnknown, kind, "a 5xx is an unknown outcome")
+	assert.False(t, retry)
+	assert.EqualValues(t, 1, creates.Counts().TotalSuccesses, "and the gateway answering: not counted against it")
+
+	testenv.PatchFaults(t, r.sim, map[string]any{"down": true, "create": map[string]any{"errorRate": 0}})
+	for _, id := range []string{"order-2", "order-3"} {
 		r.reserve(t, id)
 		_, err := r.env.ExecuteActivity(acts.RequestPayment, request(id))
 		kind, retry := appError(t, err)
-		assert.Equal(t, activities.ErrGatewayOutcomeUnknown, kind, "a 5xx is an unknown outcome, counted by the breaker all the same")
-		assert.False(t, retry)
+		assert.Equal(t, activities.ErrGatewayUnreachable, kind, "a dead gateway: the create never reached it")
+		assert.True(t, retry)
 	}
 	require.Equal(t, gobreaker.StateOpen, creates.State())
 	sent := r.sim.Stats().Requests["create"]
-	require.Equal(t, 3, sent)
+	require.Equal(t, 1, sent)
 
 	r.reserve(t, "order-4")
 	_, err = r.env.ExecuteActivity(acts.RequestPayment, request("order-4"))
-	kind, retry := appError(t, err)
+	kind, retry = appError(t, err)
 	assert.Equal(t, activities.ErrRequestBreakerOpen, kind)
 	assert.True(t, retry, "never sent: safe to retry")
 	var appErr *temporal.ApplicationError
@@ -64,7 +74,7 @@ func TestCreatesBehindTheRequestBreaker(t *testing.T) {
 
 	// order-1's UNKNOWN stands: a retry of it is not sent (the store's
 	// rule), breaker or not.
-	testenv.PatchFaults(t, r.sim, map[string]any{"create": map[string]any{"errorRate": 0}})
+	testenv.PatchFaults(t, r.sim, map[string]any{"down": false})
 	testenv.Eventually(t, 5*time.Second, func() bool { return creates.State() == gobreaker.StateHalfOpen }, "the breaker half-opens")
 	v, err := r.env.ExecuteActivity(acts.RequestPayment, request("order-4"))
 	require.NoError(t, err)
@@ -139,7 +149,7 @@ func TestRefusedCreateReportsTheAnswerTheOrderAlreadyHas(t *testing.T) {
 func TestBreakerRules(t *testing.T) {
 	lookup, create := activities.DefaultBreakerSettings(), activities.DefaultRequestBreakerSettings()
 	require.EqualValues(t, 3, lookup.ConsecutiveFailures)
-	require.Zero(t, create.ConsecutiveFailures, "off for creates: a healthy gateway's occasional create 5xx fall in runs by chance")
+	require.EqualValues(t, 3, create.ConsecutiveFailures, "creates count only what a healthy gateway never does: no answer")
 	counts := func(ok, failed, inARow uint32) gobreaker.Counts {
 		return gobreaker.Counts{Requests: ok + failed, TotalSuccesses: ok, TotalFailures: failed, ConsecutiveFailures: inARow}
 	}
@@ -158,9 +168,10 @@ func TestBreakerRules(t *testing.T) {
 		{"lookup: failures scattered among successes below the rate", activities.LookupRules(lookup), counts(30, 10, 1), false, false},
 		{"lookup: the rate rule, none in a row", activities.LookupRules(lookup), counts(4, 5, 1), true, true},
 		{"lookup: 2 failures in a row, under min calls", activities.LookupRules(lookup), counts(2, 2, 2), false, true},
-		{"create: 9 in a row after a healthy window: no consecutive rule", activities.CreateRules(create), counts(30, 9, 9), false, false},
-		{"create: 9 failures, under min calls", activities.CreateRules(create), counts(0, 9, 9), false, true},
-		{"create: 10 failures, the rate rule", activities.CreateRules(create), counts(0, 10, 10), true, true},
+		{"create: healthy window, first unanswered", activities.CreateRules(create), counts(30, 1, 1), false, false},
+		{"create: healthy window, one more reaches 3 in a row", activities.CreateRules(create), counts(30, 2, 2), false, true},
+		{"create: healthy window, 3 unanswered in a row", activities.CreateRules(create), counts(30, 3, 3), true, true},
+		{"create: 10 unanswered scattered, the rate rule", activities.CreateRules(create), counts(10, 10, 1), true, true},
 	} {
 		assert.Equal(t, c.trip, c.rules.ReadyToTrip(c.counts), "%s: trip", c.name)
 		assert.Equal(t, c.risky, c.rules.Risky(c.counts), "%s: risky", c.name)

@@ -12,13 +12,15 @@ import (
 	"github.com/payguard/payguard/activities"
 	"github.com/payguard/payguard/internal/testenv"
 	"github.com/payguard/payguard/status"
+	"github.com/payguard/payguard/store"
 	"github.com/payguard/payguard/worker/service"
 )
 
-// Creates during an outage, on the real stack: 5xx creates trip the request
-// breaker; while it is open the gateway sees no create at all; once the
-// gateway heals the held-back orders resume and every one ends CONFIRMED
-// with exactly one transaction — none created twice, none charged twice.
+// Creates during an outage, on the real stack: creates the gateway takes
+// and never answers in time trip the request breaker; while it is open the
+// gateway sees no create at all; once the gateway heals the held-back
+// orders resume and every one ends CONFIRMED with exactly one transaction —
+// none created twice, none charged twice.
 func TestCreatesWaitOutTheRequestBreakerAndResumeOnce(t *testing.T) {
 	t.Parallel()
 	s := testenv.NewStack(t, testenv.Processing(100*time.Millisecond), func(c *service.Config) {
@@ -27,20 +29,21 @@ func TestCreatesWaitOutTheRequestBreakerAndResumeOnce(t *testing.T) {
 		c.UnknownGrace = 5 * time.Second
 	})
 	setStock(t, s, "P1", 100)
-	// 503 before the gateway creates anything: each create's outcome is
-	// unknown to payguard, and counts against the request breaker.
-	testenv.PatchFaults(t, s.Sim, map[string]any{"create": map[string]any{"errorRate": 1, "errorStatus": 503}})
+	// The gateway creates each transaction and answers only after the read
+	// timeout: each create's outcome is unknown to payguard (its lookup
+	// finds the transaction), and counts against the request breaker.
+	testenv.PatchFaults(t, s.Sim, map[string]any{"create": map[string]any{"timeoutRate": 1, "timeoutDelay": "10s"}})
 	var orders []string
 	place := func(i int) {
 		id := fmt.Sprintf("rqbrk-%d", i)
 		orders = append(orders, id)
 		placeOrder(t, s, id, "P1", 2)
 	}
-	// Three creates one after the other, each counted by the gateway before
-	// the next goes out, trip it: no create is in flight when it opens.
+	// Three creates one after the other, each timed out before the next
+	// goes out, trip it: no create is in flight when it opens.
 	for i := range 3 {
 		place(i)
-		testenv.Eventually(t, 30*time.Second, func() bool { return s.Sim.Stats().Orders[orders[i]].CreateRequests == 1 }, orders[i]+" create answered")
+		testenv.Eventually(t, 30*time.Second, func() bool { return createTimedOut(t, s.Store, orders[i]) }, orders[i]+" create timed out")
 	}
 	testenv.Eventually(t, 30*time.Second, func() bool { return breakerState(t, s.Worker.Addr(), activities.CreateBreakerName) == 2 }, "request breaker OPEN")
 	openSeen := time.Now()
@@ -59,7 +62,7 @@ func TestCreatesWaitOutTheRequestBreakerAndResumeOnce(t *testing.T) {
 		return time.Since(openSeen) > 3500*time.Millisecond
 	}, "watched the open request breaker")
 
-	testenv.PatchFaults(t, s.Sim, map[string]any{"create": map[string]any{"errorRate": 0}})
+	testenv.PatchFaults(t, s.Sim, map[string]any{"create": map[string]any{"timeoutRate": 0}})
 	for _, id := range orders {
 		testenv.Eventually(t, time.Minute, func() bool {
 			o, err := s.Store.GetOrder(context.Background(), id)
@@ -70,4 +73,13 @@ func TestCreatesWaitOutTheRequestBreakerAndResumeOnce(t *testing.T) {
 		assert.Equal(t, 1, got.Successful, "%s: charged once", id)
 	}
 	assert.Zero(t, stockOf(t, s, "P1").Reserved)
+}
+
+// createTimedOut: the order's first create is recorded with an unknown
+// outcome (the read timeout).
+func createTimedOut(t *testing.T, st *store.Store, orderID string) bool {
+	t.Helper()
+	list, err := st.Attempts(context.Background(), orderID)
+	require.NoError(t, err)
+	return len(list) > 0 && list[0].Outcome == store.OutcomeUnknown
 }

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/payguard/payguard/activities"
 	"github.com/payguard/payguard/internal/testenv"
 	"github.com/payguard/payguard/pgsim/simulator"
 	"github.com/payguard/payguard/status"
@@ -76,9 +77,9 @@ func requireCancelled(t *testing.T, st *store.Store, sim *simulator.Server, orde
 }
 
 // The second worker runs the first task again with its request breaker open
-// (creates answered 503 on two other orders): its create answers from the
-// attempts without closing the first (PeekAttempt), and its lookup finds
-// the first create's transaction.
+// (the creates of two other orders could not reach the gateway, down for a
+// moment): its create answers from the attempts without closing the first
+// (PeekAttempt), and its lookup finds the first create's transaction.
 func TestCancelAfterALookupFoundACreateStillSending(t *testing.T) {
 	t.Parallel()
 	sim := testenv.Pgsim(t, gatewayHoldsCreates())
@@ -93,13 +94,14 @@ func TestCancelAfterALookupFoundACreateStillSending(t *testing.T) {
 	orderID := testenv.ID("sending")
 	placeAndKillMidCreate(t, w, first, st, sim, orderID)
 
-	testenv.PatchFaults(t, sim, map[string]any{"latency": map[string]any{"min": 0, "max": 0},
-		"create": map[string]any{"errorRate": 1, "errorStatus": 503}})
+	testenv.PatchFaults(t, sim, map[string]any{"latency": map[string]any{"min": 0, "max": 0}, "down": true})
 	w.start() // the first is dead: its port is free
 	for _, other := range []string{testenv.ID("trip-1"), testenv.ID("trip-2")} {
 		w.placeOrder(ctx, other)
-		testenv.Eventually(t, 30*time.Second, func() bool { return sim.Stats().Orders[other].CreateRequests >= 1 }, other+" answered 503")
 	}
+	testenv.Eventually(t, 30*time.Second, func() bool { return breakerState(t, w.httpAddr, activities.CreateBreakerName) == 2 },
+		"the request breaker OPEN on two creates that could not reach the gateway")
+	testenv.PatchFaults(t, sim, map[string]any{"down": false})
 	waitFound(t, st, orderID)
 
 	tc := testenv.Temporal(t)

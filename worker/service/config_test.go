@@ -50,7 +50,7 @@ func TestWorkerFlagDefaultsFollowTheSpec(t *testing.T) {
 	assert.Equal(t, 10*time.Second, c.Breaker.OpenFor)
 	assert.EqualValues(t, 3, c.Breaker.HalfOpenCalls)
 	assert.EqualValues(t, 3, c.Breaker.ConsecutiveFailures)
-	assert.Zero(t, c.RequestBreaker.ConsecutiveFailures, "off for creates")
+	assert.EqualValues(t, 3, c.RequestBreaker.ConsecutiveFailures, "three creates in a row without an answer: a dead gateway")
 	assert.Equal(t, activities.DefaultRequestBreakerSettings(), c.RequestBreaker)
 	assert.EqualValues(t, 1, c.RequestBreaker.HalfOpenCalls, "one good trial closes the request breaker")
 	assert.Equal(t, service.CallbackAuthSigned, c.CallbackAuth)

@@ -1,0 +1,142 @@
+package activities_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/payguard/payguard/activities"
+	"github.com/payguard/payguard/breaker"
+	"github.com/payguard/payguard/gateway"
+	"github.com/payguard/payguard/internal/testenv"
+	"github.com/payguard/payguard/pgsim/simulator"
+)
+
+// The create (request) breaker with its default settings, in the fleet
+// scope (shared through the test's database), in front of a real pgsim:
+// it trips on a dead gateway, not on a flaky one.
+
+// changes records a breaker's state changes.
+type changes struct {
+	noView
+	seen []string
+}
+
+func (c *changes) BreakerState(_ string, _, to gobreaker.State) { c.seen = append(c.seen, to.String()) }
+
+// createsThrough is a rig whose creates go through a fleet create breaker
+// with the default settings.
+func createsThrough(t *testing.T, faults simulator.Faults) (*rig, *activities.Activities, *breaker.Breaker, *changes) {
+	t.Helper()
+	r := newRig(t, faults, activities.DefaultBreakerSettings(), false)
+	view := &changes{}
+	creates := breaker.New(activities.CreateRules(activities.DefaultRequestBreakerSettings()), r.store.SharedBreakers(2*time.Second), view, testenv.Logger(t))
+	t.Cleanup(creates.Close)
+	acts := activities.New(r.store, r.client, r.breaker, activities.Config{CallbackURL: "http://127.0.0.1:1/callbacks/gateway", Creates: creates}, observer{r})
+	r.env.RegisterActivity(acts)
+	_, err := r.store.SetStock(t.Context(), "P1", 1000)
+	require.NoError(t, err)
+	return r, acts, creates, view
+}
+
+// A gateway answering most creates 5xx — pgsim's default 40%, and chaos's
+// 60% — is up: every create reaches it and the breaker never leaves
+// closed.
+func TestAFlakyGatewayDoesNotTripTheCreateBreaker(t *testing.T) {
+	for _, rate := range []float64{0.4, 0.6} {
+		t.Run(fmt.Sprintf("%.0f%% 5xx", rate*100), func(t *testing.T) {
+			f := quiet()
+			f.Create.ErrorRate = rate
+			r, acts, creates, view := createsThrough(t, f)
+			const orders = 40
+			for i := range orders {
+				id := fmt.Sprintf("order-%d", i)
+				r.reserve(t, id)
+				_, _ = r.env.ExecuteActivity(acts.RequestPayment, request(id))
+			}
+			assert.Empty(t, view.seen, "the breaker's state changes")
+			assert.Equal(t, gobreaker.StateClosed, creates.State())
+			assert.Equal(t, orders, r.sim.Stats().Requests["create"], "every create reached the gateway")
+			assert.Greater(t, r.calls["create/unknown"], orders/5, "answered 5xx, often")
+		})
+	}
+}
+
+// A dead gateway trips it within three creates, after a window full of
+// answered ones: one it cannot reach, one that reaches it and never
+// answers (held past the read timeout), or one a proxy answers for (502).
+func TestADeadGatewayTripsTheCreateBreaker(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		dead map[string]any
+	}{
+		{"unreachable", map[string]any{"down": true}},
+		{"silent", map[string]any{"create": map[string]any{"errorRate": 0, "timeoutRate": 1, "timeoutDelay": "5s"}}},
+		{"answered for by a proxy", map[string]any{"create": map[string]any{"errorRate": 1, "errorStatus": 502}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := quiet()
+			f.Create.ErrorRate = 0.4
+			r, acts, creates, _ := createsThrough(t, f)
+			for i := range 20 {
+				id := fmt.Sprintf("healthy-%d", i)
+				r.reserve(t, id)
+				_, _ = r.env.ExecuteActivity(acts.RequestPayment, request(id))
+			}
+			require.Equal(t, gobreaker.StateClosed, creates.State(), "closed after a window of answers")
+
+			testenv.PatchFaults(t, r.sim, c.dead)
+			for i := range 3 {
+				id := fmt.Sprintf("dead-%d", i)
+				r.reserve(t, id)
+				_, _ = r.env.ExecuteActivity(acts.RequestPayment, request(id))
+			}
+			assert.Equal(t, gobreaker.StateOpen, creates.State(), "open after three creates without an answer")
+		})
+	}
+}
+
+// What the create breaker counts, by the gateway client's errors: the
+// gateway's own answers are successes, what it never answered itself is a
+// failure, and what says nothing of it is not counted.
+func TestCreateRulesCountWhatTheGatewayNeverAnswered(t *testing.T) {
+	rules := activities.CreateRules(activities.DefaultRequestBreakerSettings())
+	unknown := func(status int, code string, err error) error {
+		return &gateway.Error{Class: gateway.ErrOutcomeUnknown, Op: "create", StatusCode: status, Code: code, Err: err}
+	}
+	for _, c := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"accepted", nil, "success"},
+		{"refused (4xx)", &gateway.Error{Class: gateway.ErrRejected, StatusCode: 402, Code: "LIMIT_EXCEEDED"}, "success"},
+		{"rate limited (429)", &gateway.Error{Class: gateway.ErrRejected, StatusCode: 429, Code: "TOO_MANY"}, "success"},
+		{"the gateway's own 500", unknown(500, "INTERNAL_ERROR", nil), "success"},
+		{"the gateway's own 503", unknown(503, "INTERNAL_ERROR", nil), "success"},
+		{"connect refused", &gateway.Error{Class: gateway.ErrUnreachable, Err: errors.New("connection refused")}, "failure"},
+		{"read timeout", unknown(0, "", errors.New("timeout awaiting response headers")), "failure"},
+		{"a proxy's 502", unknown(502, "", nil), "failure"},
+		{"a proxy's 504", unknown(504, "TIMEOUT", nil), "failure"},
+		{"a 5xx without the gateway's body", unknown(500, "", nil), "failure"},
+		{"a 5xx whose body broke off", unknown(500, "INTERNAL_ERROR", errors.New("read answer: EOF")), "failure"},
+		{"our own cancel", unknown(0, "", context.Canceled), "excluded"},
+		{"never built", &gateway.Error{Class: gateway.ErrInvalidRequest}, "excluded"},
+		{"not sent by the store", errors.New("create not sent"), "excluded"},
+	} {
+		got := "failure"
+		switch {
+		case rules.IsExcluded(c.err):
+			got = "excluded"
+		case rules.IsSuccessful(c.err):
+			got = "success"
+		}
+		assert.Equal(t, c.want, got, c.name)
+	}
+}
