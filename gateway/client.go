@@ -39,6 +39,12 @@ const (
 	DefaultReadTimeout    = 3 * time.Second
 )
 
+// MaxCallTime is the longest one call of a Client with these timeouts can
+// take before it ends one way or another: the dial and the TLS handshake
+// are each bounded by connect, the wait for the answer's headers by read,
+// and then reading its body by read again (its own timer, in do).
+func MaxCallTime(connect, read time.Duration) time.Duration { return 2*connect + 2*read }
+
 // Client calls the gateway. It is safe for concurrent use.
 type Client struct {
 	base   *url.URL

@@ -13,19 +13,21 @@ import (
 
 	"github.com/payguard/payguard/activities"
 	"github.com/payguard/payguard/breaker"
+	"github.com/payguard/payguard/gateway"
 	"github.com/payguard/payguard/store"
 	"github.com/payguard/payguard/worker/metrics"
 )
 
 // newBreakers builds the lookup and create breakers in the configured
 // scope. A fleet breaker's lease outlasts the longest call made under it (a
-// create or lookup: connect plus read timeout), with a second to spare for
-// the statements around it.
+// create or lookup, the slowest answer the gateway client waits for) and
+// the statements around it, so that no second half-open trial starts while
+// the first may still be waiting for its answer.
 func newBreakers(cfg Config, st *store.Store, m *Metrics, logger *slog.Logger) (lookups, creates *breaker.Breaker) {
 	obs := newBreakerMetrics(m)
 	var shared *breaker.Shared
 	if cfg.breakerScope() == breaker.ScopeFleet {
-		shared = st.SharedBreakers(cfg.ConnectTimeout + cfg.ReadTimeout + time.Second)
+		shared = st.SharedBreakers(store.BreakerLease(gateway.MaxCallTime(cfg.ConnectTimeout, cfg.ReadTimeout)))
 	}
 	lookups = breaker.New(activities.LookupRules(cfg.Breaker), shared, obs, logger)
 	creates = breaker.New(activities.CreateRules(cfg.requestBreaker()), shared, obs, logger)
