@@ -254,6 +254,11 @@ func (b *Breaker) Do(req func() error) error {
 	if b.shared == nil || b.isDegraded() {
 		return b.doLocal(req)
 	}
+	if state, guard := b.needsLease(now); guard {
+		// No read first: the guarded call reads the state under the lease,
+		// and one refused meanwhile is answered without a statement.
+		return b.guarded(req, state)
+	}
 	st, err := b.readShared()
 	if err != nil {
 		return b.doLocal(req)
@@ -278,24 +283,39 @@ func (b *Breaker) Do(req func() error) error {
 // another call's (this worker's own guarded call, or a holder seen lately).
 func (b *Breaker) refuseFromMemory(now time.Time) error {
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	if now.Before(b.openUntil) {
-		return &OpenError{Name: b.name, State: gobreaker.StateOpen, RetryAfter: b.openUntil.Sub(now)}
+	open := now.Before(b.openUntil)
+	retry := b.openUntil.Sub(now)
+	b.mu.Unlock()
+	if open {
+		return &OpenError{Name: b.name, State: gobreaker.StateOpen, RetryAfter: retry}
 	}
-	if b.shared == nil || b.degraded {
-		return nil
-	}
-	state := b.seen
-	if state == gobreaker.StateOpen {
-		state = gobreaker.StateHalfOpen // past its expiry
-	}
-	if state == gobreaker.StateClosed && !b.nearTrip(b.counts) {
-		return nil
-	}
-	if b.guarding.Load() || now.Before(b.busyUntil) {
+	if state, guard := b.needsLease(now); guard && (b.guarding.Load() || b.busy(now)) {
 		return b.busyRefusal(state)
 	}
 	return nil
+}
+
+// needsLease: the fleet's state as this worker last saw it lets a call
+// through only under the shared lease (half-open, or closed one failure
+// short of tripping); state is which.
+func (b *Breaker) needsLease(now time.Time) (state gobreaker.State, guard bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.shared == nil || b.degraded || now.Before(b.openUntil) {
+		return b.seen, false
+	}
+	state = b.seen
+	if state == gobreaker.StateOpen {
+		state = gobreaker.StateHalfOpen // past its expiry
+	}
+	return state, state != gobreaker.StateClosed || b.nearTrip(b.counts)
+}
+
+// busy: another holds the lease, as last seen.
+func (b *Breaker) busy(now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return now.Before(b.busyUntil)
 }
 
 func (b *Breaker) doLocal(req func() error) error {

@@ -256,10 +256,14 @@ func (b *Breaker) execute(in *instance, wait time.Duration, req func() error) (c
 		reqErr = req()
 		return struct{}{}, reqErr
 	})
-	if data := in.handle.Written(); len(data) > 0 {
-		if st, derr := decode(data); derr == nil {
-			b.seeShared(st)
-		}
+	// The state written, or else the one read: a refusal then tells this
+	// worker what the fleet's state is (opened again elsewhere).
+	data := in.handle.Written()
+	if len(data) == 0 {
+		data = in.handle.Read()
+	}
+	if st, derr := decode(data); derr == nil {
+		b.seeShared(st)
 	}
 	switch {
 	case err == nil, called && err == reqErr:
