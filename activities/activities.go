@@ -20,6 +20,10 @@ import (
 // worker turns them into metrics.
 type Observer interface {
 	GatewayCall(endpoint, outcome string, took time.Duration)
+	// BreakerRefused is a lookup or create the breaker refused (state: the
+	// breaker's state as it refused, as gobreaker spells it): took is the
+	// whole activity, from its start to its answer.
+	BreakerRefused(endpoint, state string, took time.Duration)
 	// ChargeRefunded is told once per charge a cancel refunded: a SUCCESS
 	// the order could not keep (it landed late, or was a second one).
 	ChargeRefunded()
@@ -36,8 +40,9 @@ const (
 
 type nopObserver struct{}
 
-func (nopObserver) GatewayCall(string, string, time.Duration) {}
-func (nopObserver) ChargeRefunded()                           {}
+func (nopObserver) GatewayCall(string, string, time.Duration)    {}
+func (nopObserver) BreakerRefused(string, string, time.Duration) {}
+func (nopObserver) ChargeRefunded()                              {}
 
 // Config is how the activities talk to the world.
 type Config struct {
@@ -145,6 +150,7 @@ func (a *Activities) LookupPayment(ctx context.Context, in LookupInput) (LookupR
 	var open *breaker.OpenError
 	switch {
 	case errors.As(err, &open):
+		defer a.refused(endpoint, open, start)
 		a.observe.GatewayCall(endpoint, OutcomeBreakerOpen, took)
 		delay, _ := breaker.RetryDelay(err)
 		return LookupResult{}, temporal.NewApplicationErrorWithOptions("lookup unavailable: "+err.Error(), ErrLookupUnavailable,

@@ -45,6 +45,12 @@ func (o observer) GatewayCall(endpoint, outcome string, _ time.Duration) {
 	o.r.calls[endpoint+"/"+outcome]++
 }
 
+func (o observer) BreakerRefused(endpoint, state string, _ time.Duration) {
+	o.r.mu.Lock()
+	defer o.r.mu.Unlock()
+	o.r.calls[endpoint+"/refused/"+state]++
+}
+
 func (o observer) ChargeRefunded() {
 	o.r.mu.Lock()
 	defer o.r.mu.Unlock()

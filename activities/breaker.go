@@ -46,6 +46,12 @@ func DefaultRequestBreakerSettings() BreakerSettings {
 		ConsecutiveFailures: 3}
 }
 
+// refused tells the observer of a call the breaker refused, in an activity
+// that began then: deferred, so that it times the activity's whole answer.
+func (a *Activities) refused(endpoint string, open *breaker.OpenError, began time.Time) {
+	a.observe.BreakerRefused(endpoint, open.State.String(), time.Since(began))
+}
+
 // Breaker names in logs and metrics.
 const (
 	LookupBreakerName = "gateway-lookup"

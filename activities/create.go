@@ -24,6 +24,7 @@ import (
 // (store.BeginAttempt); when it may not, the answer already recorded for the
 // order is reported instead.
 func (a *Activities) RequestPayment(ctx context.Context, in RequestInput) (RequestResult, error) {
+	began := time.Now()
 	key := ""
 	if a.cfg.IdempotencyKeys {
 		key = IdempotencyKey(in.OrderID)
@@ -79,6 +80,9 @@ func (a *Activities) RequestPayment(ctx context.Context, in RequestInput) (Reque
 		err = send()
 	}
 	if delay, refused := breaker.RetryDelay(err); refused {
+		var open *breaker.OpenError
+		errors.As(err, &open)
+		defer a.refused("create", open, began)
 		a.observe.GatewayCall("create", OutcomeBreakerOpen, 0)
 		// Not sent now says nothing of creates sent before: if the order's
 		// attempts already decide the answer (one on the wire, an

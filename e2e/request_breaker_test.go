@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sony/gobreaker/v2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/payguard/payguard/internal/testenv"
 	"github.com/payguard/payguard/status"
 	"github.com/payguard/payguard/store"
+	metricnames "github.com/payguard/payguard/worker/metrics"
 	"github.com/payguard/payguard/worker/service"
 )
 
@@ -61,6 +63,7 @@ func TestCreatesWaitOutTheRequestBreakerAndResumeOnce(t *testing.T) {
 		require.Equal(t, sent, s.Sim.Stats().Requests["create"], "a create reached the gateway while the request breaker was open")
 		return time.Since(openSeen) > 3500*time.Millisecond
 	}, "watched the open request breaker")
+	assert.Positive(t, refusals(t, s, "create", gobreaker.StateOpen), "creates refused by the open breaker, timed in "+metricnames.BreakerRefusalDuration)
 
 	testenv.PatchFaults(t, s.Sim, map[string]any{"create": map[string]any{"timeoutRate": 0}})
 	for _, id := range orders {
@@ -82,4 +85,18 @@ func createTimedOut(t *testing.T, st *store.Store, orderID string) bool {
 	list, err := st.Attempts(context.Background(), orderID)
 	require.NoError(t, err)
 	return len(list) > 0 && list[0].Outcome == store.OutcomeUnknown
+}
+
+// refusals is how many calls to endpoint the worker's breakers refused in
+// state, as its refusal histogram counts them.
+func refusals(t *testing.T, s *testenv.Stack, endpoint string, state gobreaker.State) float64 {
+	t.Helper()
+	samples, err := metricnames.Scrape(context.Background(), s.MetricsURL(), metricnames.BreakerRefusalDuration+"_count")
+	require.NoError(t, err)
+	for _, sm := range samples {
+		if sm.Labels["endpoint"] == endpoint && sm.Labels["state"] == state.String() {
+			return sm.Value
+		}
+	}
+	return 0
 }

@@ -17,6 +17,12 @@ const (
 	// LookupDuration is the status lookup latency histogram; a scraper
 	// reads its _sum and _count series.
 	LookupDuration = "payguard_lookup_duration_seconds"
+	// BreakerRefusalDuration is the latency histogram of the lookups and
+	// creates a breaker refused, each timed from its activity's start to
+	// its answer, labelled endpoint (lookup, lookup-by-order, create) and
+	// state (the breaker's as it refused: open; half-open, its trials
+	// taken; closed, the call that may trip it under way).
+	BreakerRefusalDuration = "payguard_breaker_refusal_duration_seconds"
 	// BreakerStoreDuration is the latency histogram of the fleet breaker's
 	// statements against PostgreSQL, labelled breaker and op (read, lock,
 	// unlock, get, set).
