@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -52,10 +53,13 @@ type Report struct {
 	// OutageEndToFinal is, for the orders placed during the outage, the
 	// gateway's return → their final status (ms; 0 for one final before).
 	OutageEndToFinal loadgen.Percentiles `json:"outageEndToFinal"`
-	// OpenBreakerRefusal is the hook for what a call refused by the open
-	// breaker costs inside the activity (issue 28 item 5): nil until the
-	// worker exposes it as a metric and run.go scrapes it.
-	OpenBreakerRefusal *loadgen.Percentiles `json:"openBreakerRefusal,omitempty"`
+	// OpenBreakerRefusal is what a lookup or create refused by the open
+	// breaker cost inside the activity (ms), from the first worker's
+	// refusal histogram (ScrapeOpenBreakerRefusal): its percentiles are
+	// the upper bounds of the buckets they fall in, and it has no min or
+	// max. nil when not scraped. ByEndpoint splits it: lookup, create.
+	OpenBreakerRefusal           *loadgen.Percentiles           `json:"openBreakerRefusal,omitempty"`
+	OpenBreakerRefusalByEndpoint map[string]loadgen.Percentiles `json:"openBreakerRefusalByEndpoint,omitempty"`
 }
 
 // LatencyMean is a histogram's count and mean.
@@ -201,9 +205,14 @@ func (r Report) Text() string {
 	fmt.Fprintf(w, "    placed during the outage\t%s\n", r.PlacedInOutage.LatencyLine())
 	fmt.Fprintf(w, "    outage end -> final status\t%s\t(orders placed during the outage)\n", loadgen.LatencyLine(r.OutageEndToFinal))
 	if p := r.OpenBreakerRefusal; p != nil {
-		fmt.Fprintf(w, "  open-breaker refusal, in the activity\tp50 %.3f ms, p99 %.3f ms\t(%d calls; target p99 ≤ 1 ms)\n", p.P50, p.P99, p.Count)
+		fmt.Fprintf(w, "  open-breaker refusal, in the activity\tp50 ≤ %.3f ms, p99 ≤ %.3f ms\t(%d calls; target p99 ≤ 1 ms)\n", p.P50, p.P99, p.Count)
+		for _, k := range []string{"lookup", "create"} {
+			if e, ok := r.OpenBreakerRefusalByEndpoint[k]; ok {
+				fmt.Fprintf(w, "    %s\tp50 ≤ %.3f ms, p99 ≤ %.3f ms\t(%d calls)\n", k, e.P50, e.P99, e.Count)
+			}
+		}
 	} else {
-		fmt.Fprintf(w, "  open-breaker refusal, in the activity\tnot measured\t(the worker exposes no such metric yet)\n")
+		fmt.Fprintf(w, "  open-breaker refusal, in the activity\tnone\t(no call was refused by an open breaker)\n")
 	}
 	fmt.Fprintf(w, "\n  create requests per order (max)\t%d\n", r.MaxCreateRequestsPerOrder)
 	fmt.Fprintf(w, "  transactions per order (max)\t%d\t(must be 1: never a second create that reached the gateway)\n", r.MaxTransactionsPerOrder)
@@ -241,6 +250,86 @@ func ScrapeLookupLatency(ctx context.Context, metricsURL string) (map[string]Lat
 		}
 	}
 	return out, nil
+}
+
+// ScrapeOpenBreakerRefusal reads the worker's refusal histogram
+// (metrics.BreakerRefusalDuration) for the calls refused while the breaker
+// was open: all of them, and by endpoint (lookup and lookup-by-order as
+// lookup; create). nil when there were none.
+func ScrapeOpenBreakerRefusal(ctx context.Context, metricsURL string) (*loadgen.Percentiles, map[string]loadgen.Percentiles, error) {
+	name := metrics.BreakerRefusalDuration
+	samples, err := metrics.Scrape(ctx, metricsURL, name+"_bucket", name+"_sum")
+	if err != nil {
+		return nil, nil, err
+	}
+	all, by := &histogram{}, map[string]*histogram{}
+	for _, s := range samples {
+		if s.Labels["state"] != "open" {
+			continue
+		}
+		endpoint := s.Labels["endpoint"]
+		if endpoint == "lookup-by-order" {
+			endpoint = "lookup"
+		}
+		if by[endpoint] == nil {
+			by[endpoint] = &histogram{}
+		}
+		all.add(s)
+		by[endpoint].add(s)
+	}
+	if all.count() == 0 {
+		return nil, nil, nil
+	}
+	total, split := all.percentiles(), map[string]loadgen.Percentiles{}
+	for k, h := range by {
+		if h.count() > 0 {
+			split[k] = h.percentiles()
+		}
+	}
+	return &total, split, nil
+}
+
+// histogram sums Prometheus histogram series: cumulative counts by upper
+// bound (seconds), and the sum.
+type histogram struct {
+	buckets map[float64]float64
+	sum     float64
+}
+
+func (h *histogram) add(s metrics.Sample) {
+	if h.buckets == nil {
+		h.buckets = map[float64]float64{}
+	}
+	if !strings.HasSuffix(s.Name, "_bucket") {
+		h.sum += s.Value
+		return
+	}
+	le, err := strconv.ParseFloat(s.Labels["le"], 64) // "+Inf" parses as +Inf
+	if err == nil {
+		h.buckets[le] += s.Value
+	}
+}
+
+func (h *histogram) count() float64 { return h.buckets[math.Inf(1)] }
+
+// percentiles in ms: each the upper bound of the first bucket holding that
+// share of the calls.
+func (h *histogram) percentiles() loadgen.Percentiles {
+	bounds := make([]float64, 0, len(h.buckets))
+	for le := range h.buckets {
+		bounds = append(bounds, le)
+	}
+	sort.Float64s(bounds)
+	n := h.count()
+	at := func(q float64) float64 {
+		for _, le := range bounds {
+			if h.buckets[le] >= q*n {
+				return le * 1000
+			}
+		}
+		return math.Inf(1)
+	}
+	return loadgen.Percentiles{Count: int(n), Avg: h.sum / n * 1000, P50: at(0.5), P90: at(0.9), P95: at(0.95), P99: at(0.99)}
 }
 
 // timed: the outage and recovery are timed by the first worker's breakers

@@ -2,10 +2,12 @@ package outage_test
 
 import (
 	"encoding/xml"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -14,6 +16,7 @@ import (
 	"github.com/payguard/payguard/pgsim/simulator"
 	"github.com/payguard/payguard/status"
 	"github.com/payguard/payguard/store"
+	"github.com/payguard/payguard/worker/service"
 )
 
 func sampleRun() (loadgen.Summary, []outage.GatewayEvent, simulator.Stats) {
@@ -115,4 +118,30 @@ func TestAddOutcomesSplitsByTheOutage(t *testing.T) {
 	assert.Regexp(t, `outage end -> final status +p50 4000 ms, p95 20000 ms \(3 orders\)`, text)
 	assert.Regexp(t, `open-breaker refusal, in the activity +not measured`, text)
 	assert.Contains(t, r.SVG(), "2 of 6 orders lost")
+}
+
+// The refusal percentiles come from the worker's own histogram, as its
+// metrics endpoint serves it: calls refused while open only, lookups by
+// either endpoint together, each percentile the bound of its bucket.
+func TestScrapeOpenBreakerRefusalReadsTheWorkersHistogram(t *testing.T) {
+	m := service.NewMetrics()
+	for range 98 {
+		m.BreakerRefused("lookup-by-order", "open", 40*time.Microsecond)
+	}
+	m.BreakerRefused("lookup", "open", 3*time.Millisecond)
+	m.BreakerRefused("create", "open", 700*time.Microsecond)
+	m.BreakerRefused("lookup", "half-open", 2*time.Second) // not the open breaker's
+	srv := httptest.NewServer(promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	t.Cleanup(srv.Close)
+
+	all, by, err := outage.ScrapeOpenBreakerRefusal(t.Context(), srv.URL)
+	require.NoError(t, err)
+	require.NotNil(t, all)
+	assert.Equal(t, 100, all.Count)
+	assert.InDelta(t, 0.05, all.P50, 1e-9, "p50 within the first bucket, 50 us")
+	assert.InDelta(t, 1, all.P99, 1e-9, "the 99th of 100 calls, the create, within 1 ms")
+	assert.Equal(t, 99, by["lookup"].Count)
+	assert.InDelta(t, 5, by["lookup"].P99, 1e-9, "the 3 ms lookup, within 5 ms")
+	assert.Equal(t, 1, by["create"].Count)
+	assert.Contains(t, outage.Report{OpenBreakerRefusal: all, OpenBreakerRefusalByEndpoint: by}.Text(), "open-breaker refusal, in the activity")
 }

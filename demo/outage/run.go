@@ -195,6 +195,9 @@ func run(ctx context.Context, o Options, getenv func(string) string, stdout io.W
 		return err
 	}
 	report := BuildReport(sum, events, stats, lookups)
+	if report.OpenBreakerRefusal, report.OpenBreakerRefusalByEndpoint, err = ScrapeOpenBreakerRefusal(context.Background(), "http://"+workerAddr+"/metrics"); err != nil {
+		return err
+	}
 	if err := addOutcomes(ctx, &report, sum, dbURL); err != nil {
 		return err
 	}
