@@ -116,7 +116,7 @@ func TestAddOutcomesSplitsByTheOutage(t *testing.T) {
 	assert.Regexp(t, `lost orders +2 of 6 \(cancelled 1, refunded 1\)`, text)
 	assert.Regexp(t, `placed during the outage +2 of 3 \(cancelled 1, refunded 1\)`, text)
 	assert.Regexp(t, `outage end -> final status +p50 4000 ms, p95 20000 ms \(3 orders\)`, text)
-	assert.Regexp(t, `open-breaker refusal, in the activity +not measured`, text)
+	assert.Regexp(t, `open-breaker refusal, in the activity +none`, text)
 	assert.Contains(t, r.SVG(), "2 of 6 orders lost")
 }
 
