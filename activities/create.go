@@ -126,13 +126,7 @@ func (a *Activities) RequestPayment(ctx context.Context, in RequestInput) (Reque
 // lapsed says why a create may not leave at now by the worker's clock
 // (store.RefusedDeadline, store.RefusedGrant), or "".
 func lapsed(in RequestInput, now time.Time) string {
-	switch {
-	case !in.Deadline.IsZero() && !now.Before(in.Deadline):
-		return store.RefusedDeadline
-	case in.Grant != "" && !in.GrantExpires.IsZero() && !now.Before(in.GrantExpires):
-		return store.RefusedGrant
-	}
-	return ""
+	return store.Refusal(in.Deadline, in.Grant, in.GrantExpires, now)
 }
 
 // notSent is the error of a create not sent because its deadline passed or

@@ -206,10 +206,22 @@ func decide(attempts []Attempt, req AttemptRequest) Begun {
 
 // refusal is why a create the attempts allow may not leave now, or "".
 func refusal(deadline *time.Time, now time.Time, req AttemptRequest) string {
+	var d time.Time
+	if deadline != nil {
+		d = *deadline
+	}
+	return Refusal(d, req.Grant, req.GrantExpires, now)
+}
+
+// Refusal is why a create may not leave at now: its order's deadline (zero:
+// none) has passed, or its grant ("" : none) has lapsed; "" when it may.
+// BeginAttempt asks it by the database's clock, the create activity by the
+// worker's.
+func Refusal(deadline time.Time, grant string, grantExpires, now time.Time) string {
 	switch {
-	case deadline != nil && !now.Before(*deadline):
+	case !deadline.IsZero() && !now.Before(deadline):
 		return RefusedDeadline
-	case req.Grant != "" && !req.GrantExpires.IsZero() && !now.Before(req.GrantExpires):
+	case grant != "" && !grantExpires.IsZero() && !now.Before(grantExpires):
 		return RefusedGrant
 	}
 	return ""
