@@ -46,8 +46,11 @@ func (p *payment) poll(ctx workflow.Context, byOrder bool) {
 		Summary: summary,
 	}
 	var res activities.LookupResult
-	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), a.LookupPayment, in).Get(ctx, &res)
+	// The lookup speaks of the gateway as it was when asked, not when the
+	// answer was read: a slow or retried lookup must not stretch the grant
+	// it justifies, nor pass for one made after the grace.
 	now := workflow.Now(ctx)
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), a.LookupPayment, in).Get(ctx, &res)
 	p.retryAfter = 0
 	switch {
 	case ctx.Err() != nil && err != nil:

@@ -96,7 +96,7 @@ type PaymentInput struct {
 
 // Lookup is the outcome of the latest status lookup.
 type Lookup struct {
-	At     time.Time `json:"at"`
+	At     time.Time `json:"at"`     // when the lookup was scheduled: it saw the gateway no earlier
 	Result string    `json:"result"` // a gateway status, NOT_FOUND, UNAVAILABLE (breaker open) or ERROR
 	Detail string    `json:"detail,omitempty"`
 }

@@ -144,3 +144,22 @@ func TestLookupsAfterA500KeepTheResendPace(t *testing.T) {
 	regular := tuning.PollInitial * (1 + 2 + 4 + 8) // the fifth poll on the regular backoff
 	assert.Less(t, resentAt, regular, "re-sent on the first lookup that answered, not on the regular backoff")
 }
+
+// A grant lapses grantLife (5 s) after its lookup was asked, not after the
+// answer was read: a lookup retried for three seconds (two unreachable
+// tries, then nothing found) does not stretch the re-send's grant.
+func TestGrantLapsesWithTheLookupAsAsked(t *testing.T) {
+	r := newRun(t)
+	r.requestReturns(answered500(1), accepted(2))
+	var asked []time.Time
+	unreachable := func(activities.LookupInput) (activities.LookupResult, error) {
+		asked = append(asked, r.env.Now())
+		return activities.LookupResult{}, temporal.NewApplicationError("gateway unreachable", activities.ErrLookupFailed)
+	}
+	r.lookupReturns(unreachable, unreachable, nothingFound, found(gateway.StatusSuccess))
+	st := r.execute(t)
+	requireConfirmed(t, r, st)
+	require.Len(t, r.sent, 2)
+	require.NotEmpty(t, asked)
+	assert.WithinDuration(t, asked[0].Add(5*time.Second), r.sent[1].GrantExpires, 0, "the grant counts from the lookup's first try")
+}
