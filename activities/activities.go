@@ -54,6 +54,11 @@ type Config struct {
 	// Creates is the request breaker every create goes through; nil is
 	// none (tests of the create rules alone).
 	Creates *breaker.Breaker
+	// CancelRequested says whether a workflow run has an operator's cancel
+	// request pending; nil asks nothing (tests of the create rules alone).
+	// A create retried by the server may start after the cancel arrived and
+	// before the workflow has taken it: it is held, never sent.
+	CancelRequested func(ctx context.Context, workflowID, runID string) (bool, error)
 }
 
 // Activities are the payment activities. Build them with New.

@@ -42,6 +42,12 @@ const (
 	// not send: retryable (it never reached the gateway), with
 	// NextRetryDelay set to when the breaker may let one through.
 	ErrRequestBreakerOpen = "RequestBreakerOpen"
+	// ErrCancelRequested is a create held, not sent, because its workflow
+	// has an operator's cancel pending (Config.CancelRequested);
+	// ErrCancelUnknown one held because the question failed. Both are
+	// retryable: the workflow's cancel ends the hold.
+	ErrCancelRequested = "CreateHeldForCancel"
+	ErrCancelUnknown   = "CreateHeldCancelUnknown"
 	// ErrDeadlinePassed: a create not sent because the order's deadline
 	// passed; ErrGrantExpired: a re-send not sent because its grant lapsed.
 	// Neither left; neither is retried.

@@ -7,10 +7,12 @@ package activities
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/payguard/payguard/breaker"
@@ -47,6 +49,7 @@ func (a *Activities) RequestPayment(ctx context.Context, in RequestInput) (Reque
 	var (
 		begun    store.Begun
 		beginErr error
+		held     error
 		created  gateway.Created
 		sendErr  error
 		took     time.Duration
@@ -54,6 +57,9 @@ func (a *Activities) RequestPayment(ctx context.Context, in RequestInput) (Reque
 	req := store.AttemptRequest{OrderID: in.OrderID, IdempotencyKey: key, CallbackURL: a.cfg.CallbackURL, Grant: in.Grant,
 		GrantExpires: in.GrantExpires, Limit: in.Limit}
 	send := func() error {
+		if held = a.cancelHeld(ctx); held != nil {
+			return errNotSent
+		}
 		begun, beginErr = a.store.BeginAttempt(ctx, req)
 		if beginErr != nil || !begun.Send {
 			return errNotSent
@@ -84,16 +90,17 @@ func (a *Activities) RequestPayment(ctx context.Context, in RequestInput) (Reque
 		errors.As(err, &open)
 		defer a.refused("create", open, began)
 		a.observe.GatewayCall("create", OutcomeBreakerOpen, 0)
-		// Not sent now says nothing of creates sent before: if the order's
-		// attempts already decide the answer (one on the wire, an
-		// acceptance), report it as the store's rule would, or a run whose
-		// tries are bounded could end on "never sent" with money taken.
-		if had, err := a.store.PeekAttempt(ctx, req); err == nil && !had.Send {
-			return a.report(ctx, in, had.Attempt, had.Count, had.Unresolved, false, false)
-		}
+		// Answered from memory, reading nothing. "Not sent now" says
+		// nothing of creates sent before (a worker that died mid-create):
+		// BeginAttempt reports them once the breaker lets this create
+		// through, and a compensation's cancel is refused while any may
+		// have reached the gateway (store.Cancel), so it searches first.
 		return RequestResult{}, temporal.NewApplicationErrorWithOptions("create not sent: "+err.Error(), ErrRequestBreakerOpen,
 			temporal.ApplicationErrorOptions{Cause: err, NextRetryDelay: until(delay, in.notAfter()), Category: temporal.ApplicationErrorCategoryBenign,
 				Details: []any{RequestFailure{Attempt: int(activity.GetInfo(ctx).Attempt), Message: err.Error()}}})
+	}
+	if held != nil {
+		return RequestResult{}, held
 	}
 	if beginErr != nil {
 		return RequestResult{}, storeError(beginErr)
@@ -122,6 +129,45 @@ func (a *Activities) RequestPayment(ctx context.Context, in RequestInput) (Reque
 		(answer.Outcome == store.OutcomeUnknown || (begun.Unresolved && answer.Outcome == store.OutcomeUnreachable))
 	return a.report(ctx, in, attempt, begun.Count, begun.Unresolved, keyedRetry, answeredInFull(sendErr) && !begun.Unresolved)
 }
+
+// cancelHeld holds a create the server retried (a regular activity's try)
+// while its workflow has an operator's cancel pending: the workflow takes
+// the cancel next and stops the create between tries, so none may leave
+// after it. The error is retryable, so the hold ends with that cancel; a
+// failed question holds the create too. A local try runs inside the
+// workflow's own task and needs no question; nor does a worker without the
+// hook (Config.CancelRequested).
+func (a *Activities) cancelHeld(ctx context.Context) error {
+	info := activity.GetInfo(ctx)
+	if a.cfg.CancelRequested == nil || info.IsLocalActivity {
+		return nil
+	}
+	requested, err := a.cfg.CancelRequested(ctx, info.WorkflowExecution.ID, info.WorkflowExecution.RunID)
+	switch {
+	case err != nil:
+		return retryable(ErrCancelUnknown, fmt.Errorf("create held: cannot tell whether the order was cancelled: %w", err))
+	case requested:
+		return temporal.NewApplicationErrorWithOptions("create held: the order's workflow has a cancel request", ErrCancelRequested,
+			temporal.ApplicationErrorOptions{NextRetryDelay: cancelHold, Category: temporal.ApplicationErrorCategoryBenign})
+	}
+	return nil
+}
+
+// CancelRequestedBy asks the server, through c, whether a workflow run has
+// a cancel request it has not taken yet (Config.CancelRequested).
+func CancelRequestedBy(c client.Client) func(ctx context.Context, workflowID, runID string) (bool, error) {
+	return func(ctx context.Context, workflowID, runID string) (bool, error) {
+		d, err := c.DescribeWorkflow(ctx, workflowID, runID)
+		if err != nil {
+			return false, err
+		}
+		return d.RawResponse.GetWorkflowExtendedInfo().GetCancelRequested(), nil
+	}
+}
+
+// cancelHold is how long a create held for a pending cancel waits before
+// it asks again, should the workflow not have taken the cancel by then.
+const cancelHold = 5 * time.Second
 
 // lapsed says why a create may not leave at now by the worker's clock
 // (store.RefusedDeadline, store.RefusedGrant), or "".

@@ -78,13 +78,15 @@ func requireCancelled(t *testing.T, st *store.Store, sim *simulator.Server, orde
 
 // The second worker runs the first task again with its request breaker open
 // (the creates of two other orders could not reach the gateway, down for a
-// moment): its create answers from the attempts without closing the first
-// (PeekAttempt), and its lookup finds the first create's transaction.
-func TestCancelAfterALookupFoundACreateStillSending(t *testing.T) {
+// moment): its create is refused from memory, reading nothing, until the
+// breaker lets it through; then the database answers for the first create
+// (closed UNKNOWN: its sender died), sends nothing, and the lookup finds
+// the first create's transaction, which the operator's cancel cancels.
+func TestCreateHeldByTheBreakerAfterADeadWorkerFindsItsFirstCreate(t *testing.T) {
 	t.Parallel()
 	sim := testenv.Pgsim(t, gatewayHoldsCreates())
 	w := newWorkerProcess(t, sim.GatewayURL(), testenv.NewDatabase(t), "--read-timeout", "20s", "--poll-initial", "500ms", "--poll-max", "1s",
-		"--request-breaker-consecutive-failures", "2", "--request-breaker-open", "10m",
+		"--request-breaker-consecutive-failures", "2", "--request-breaker-open", "3s",
 		"--breaker-scope", "process") // the second worker's own breaker trips on its own two failures
 	first := w.start()
 	ctx := context.Background()
@@ -102,12 +104,64 @@ func TestCancelAfterALookupFoundACreateStillSending(t *testing.T) {
 	testenv.Eventually(t, 30*time.Second, func() bool { return breakerState(t, w.httpAddr, activities.CreateBreakerName) == 2 },
 		"the request breaker OPEN on two creates that could not reach the gateway")
 	testenv.PatchFaults(t, sim, map[string]any{"down": false})
-	waitFound(t, st, orderID)
+	testenv.Eventually(t, 60*time.Second, func() bool {
+		o, err := st.GetOrder(ctx, orderID)
+		return err == nil && o.PaymentStatus == status.PaymentPending && o.TransactionKey != ""
+	}, "the transaction found by a lookup (payment PENDING)")
+	list, err := st.Attempts(ctx, orderID)
+	require.NoError(t, err)
+	require.Len(t, list, 1, "no second create: the database answered for the first")
+	assert.Equal(t, store.OutcomeUnknown, list[0].Outcome, "the dead sender's create closed UNKNOWN")
+	assert.Equal(t, 1, sim.Stats().Orders[orderID].CreateRequests)
 
 	tc := testenv.Temporal(t)
 	id := workflows.PaymentWorkflowID(orderID)
 	require.NoError(t, tc.CancelWorkflow(ctx, id, ""))
 	requireCancelled(t, st, sim, orderID, workflowEnd(t, tc, id, 60*time.Second))
+}
+
+// The same re-run, with the request breaker open past the order's
+// deadline: the create is refused from memory every time, reading nothing,
+// and at the deadline the compensation's cancel is refused while the dead
+// sender's create may be at the gateway — so it searches, finds the
+// transaction and cancels it. "Not sent now" never compensates a charge
+// away unseen.
+func TestCreateHeldByTheBreakerPastTheDeadlineCancelsTheFirstCreate(t *testing.T) {
+	t.Parallel()
+	sim := testenv.Pgsim(t, gatewayHoldsCreates())
+	w := newWorkerProcess(t, sim.GatewayURL(), testenv.NewDatabase(t), "--read-timeout", "20s", "--poll-initial", "500ms", "--poll-max", "1s",
+		"--request-breaker-consecutive-failures", "2", "--request-breaker-open", "10m", "--breaker-scope", "process")
+	first := w.start()
+	ctx := context.Background()
+	st := w.stockedStore(ctx)
+	_, err := st.SetStock(ctx, "P1", 9)
+	require.NoError(t, err)
+	orderID := testenv.ID("held-deadline")
+	w.placeOrder(ctx, orderID, "--deadline", "40s")
+	onTheWire(t, st, orderID, func() bool { return sim.Stats().Orders[orderID].CreateRequests == 1 },
+		"create on the wire, its transaction at the gateway")
+	kill(t, first)
+
+	testenv.PatchFaults(t, sim, map[string]any{"latency": map[string]any{"min": 0, "max": 0}, "down": true})
+	w.start()
+	for _, other := range []string{testenv.ID("trip-1"), testenv.ID("trip-2")} {
+		w.placeOrder(ctx, other)
+	}
+	testenv.Eventually(t, 30*time.Second, func() bool { return breakerState(t, w.httpAddr, activities.CreateBreakerName) == 2 },
+		"the request breaker OPEN on two creates that could not reach the gateway")
+	testenv.PatchFaults(t, sim, map[string]any{"down": false})
+
+	tc := testenv.Temporal(t)
+	require.NoError(t, workflowEnd(t, tc, workflows.PaymentWorkflowID(orderID), 90*time.Second))
+	o, err := st.GetOrder(ctx, orderID)
+	require.NoError(t, err)
+	gw := sim.Stats().Orders[orderID]
+	t.Logf("order %s payment %s reservation %s; gateway %+v", o.Status, o.PaymentStatus, o.Reservation, gw)
+	assert.Equal(t, status.OrderCancelled, o.Status, "compensated at the deadline")
+	assert.Equal(t, store.ReservationReleased, o.Reservation)
+	assert.Equal(t, 1, gw.CreateRequests, "nothing re-sent")
+	assert.Equal(t, 1, gw.Cancelled, "the dead sender's transaction found and cancelled")
+	assert.Zero(t, gw.Successful)
 }
 
 // The order's workflow is lost (terminated) with the create on the wire; the

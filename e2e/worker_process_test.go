@@ -96,9 +96,10 @@ func (w *workerProcess) stockedStore(ctx context.Context) *store.Store {
 }
 
 // placeOrder places an order for 2 × P1 through the starter.
-func (w *workerProcess) placeOrder(ctx context.Context, orderID string) {
+func (w *workerProcess) placeOrder(ctx context.Context, orderID string, flags ...string) {
 	getenv := func(k string) string { return w.env[k] }
-	require.NoError(w.t, cli.Run(ctx, []string{"order", "--product", "P1", "--qty", "2", "--amount", "5000", "--order-id", orderID},
+	args := append([]string{"order", "--product", "P1", "--qty", "2", "--amount", "5000", "--order-id", orderID}, flags...)
+	require.NoError(w.t, cli.Run(ctx, args,
 		cli.Env{Getenv: getenv, Stdout: io.Discard, Stderr: io.Discard}))
 }
 

@@ -227,23 +227,6 @@ func Refusal(deadline time.Time, grant string, grantExpires, now time.Time) stri
 	return ""
 }
 
-// PeekAttempt is what BeginAttempt would answer now, with nothing written:
-// an attempt still SENDING counts as UNKNOWN (BeginAttempt would close it
-// so). For a create that cannot be sent anyway (the request breaker is
-// open): when Send is false, the order already has the answer to report.
-func (s *Store) PeekAttempt(ctx context.Context, req AttemptRequest) (Begun, error) {
-	attempts, err := attemptsOf(ctx, s.pool, req.OrderID)
-	if err != nil {
-		return Begun{}, err
-	}
-	for i := range attempts {
-		if attempts[i].State == "SENDING" {
-			attempts[i].Outcome, attempts[i].Detail = OutcomeUnknown, "sent and not answered yet"
-		}
-	}
-	return decide(attempts, req), nil
-}
-
 // closeLost closes an attempt left SENDING as UNKNOWN (closeSending), with
 // the payment and order moves that answer means.
 func closeLost(ctx context.Context, tx *tx, orderID, why string) error {

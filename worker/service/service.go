@@ -124,15 +124,14 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error
 	if err != nil {
 		return nil, err
 	}
-	w.Breaker, w.Creates = newBreakers(cfg, st, w.Metrics, logger)
-	acts := activities.New(st, w.gateway, w.Breaker, activities.Config{CallbackURL: cfg.CallbackURL, IdempotencyKeys: cfg.IdempotencyKeys,
-		Creates: w.Creates}, w.Metrics)
-	w.Activities = acts
-
 	w.temporal, err = dialTemporal(ctx, clientOpts, logger)
 	if err != nil {
 		return nil, err
 	}
+	w.Breaker, w.Creates = newBreakers(cfg, st, w.Metrics, logger)
+	acts := activities.New(st, w.gateway, w.Breaker, activities.Config{CallbackURL: cfg.CallbackURL, IdempotencyKeys: cfg.IdempotencyKeys,
+		Creates: w.Creates, CancelRequested: activities.CancelRequestedBy(w.temporal)}, w.Metrics)
+	w.Activities = acts
 	w.worker = cfg.newWorker(w.temporal)
 	cfg.registerWorkflows(w.worker)
 	w.worker.RegisterActivity(acts)
