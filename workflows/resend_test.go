@@ -27,8 +27,8 @@ func answered500(attempts int) func() (activities.RequestResult, error) {
 	}
 }
 
-// Five answered 500s: each is followed, after the short grace (doubling
-// from --answered-grace up to --poll-initial), by a lookup that finds
+// Five answered 500s: each is followed, after the short grace
+// (--answered-grace, twice that after a re-send), by a lookup that finds
 // nothing and a re-send under a fresh grant that lapses with that lookup.
 // The sixth create is accepted and the order confirmed — no fixed count.
 func TestAnswered500sAreResentUntilAccepted(t *testing.T) {
@@ -162,4 +162,30 @@ func TestGrantLapsesWithTheLookupAsAsked(t *testing.T) {
 	require.Len(t, r.sent, 2)
 	require.NotEmpty(t, asked)
 	assert.WithinDuration(t, asked[0].Add(5*time.Second), r.sent[1].GrantExpires, 0, "the grant counts from the lookup's first try")
+}
+
+// The pace of re-sends by proof: the first lookup after --answered-grace,
+// each later one twice that after its re-send's 500 — a backoff that stays
+// at two graces, so a long run of 500s still reaches the gateway's decision
+// in seconds, one order's creates never closer than two graces.
+func TestResendsByProofKeepTwoGracesApart(t *testing.T) {
+	r := newRun(t)
+	answers := []func() (activities.RequestResult, error){}
+	for i := 1; i <= 5; i++ {
+		answers = append(answers, answered500(i))
+	}
+	r.requestReturns(append(answers, accepted(6))...)
+	var at []time.Duration
+	lookup := func(activities.LookupInput) (activities.LookupResult, error) {
+		at = append(at, r.env.Now().Sub(r.start))
+		return nothingFound(activities.LookupInput{})
+	}
+	r.lookupReturns(lookup, lookup, lookup, lookup, lookup, found(gateway.StatusSuccess))
+	requireConfirmed(t, r, r.execute(t))
+	require.Len(t, at, 5)
+	grace := workflows.DefaultTuning().AnsweredGrace
+	assert.Equal(t, grace, at[0].Round(100*time.Millisecond), "the first lookup after one grace")
+	for i := 1; i < 5; i++ {
+		assert.Equal(t, 2*grace, (at[i] - at[i-1]).Round(100*time.Millisecond), "lookup %d two graces after the last", i+1)
+	}
 }
