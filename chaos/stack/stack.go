@@ -55,13 +55,14 @@ type Stack struct {
 }
 
 // Start brings everything up, in dependency order; on error whatever was
-// started is stopped.
-func Start(ctx context.Context, o Options) (s *Stack, err error) {
-	s = &Stack{Links: newLinks(o.Direct), adminDBURL: o.AdminDBURL}
+// started is stopped and the run's database dropped, and the error is the
+// service's own.
+func Start(ctx context.Context, o Options) (*Stack, error) {
+	s := &Stack{Links: newLinks(o.Direct), adminDBURL: o.AdminDBURL}
+	up := false
 	defer func() {
-		if err != nil {
-			s.Stop(false)
-			s = nil
+		if !up {
+			s.Stop(true)
 		}
 	}()
 	if err := s.createDatabase(ctx, o.DatabaseName); err != nil {
@@ -125,6 +126,7 @@ func Start(ctx context.Context, o Options) (s *Stack, err error) {
 			return nil, err
 		}
 	}
+	up = true
 	return s, nil
 }
 
