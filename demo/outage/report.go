@@ -25,8 +25,12 @@ type Report struct {
 	DurationSeconds float64                 `json:"durationSeconds"`
 	Gateway         []GatewayEvent          `json:"gatewayEvents"`
 	Breaker         []loadgen.BreakerChange `json:"breakerChanges"`
-	OutageToOpen    *float64                `json:"outageToOpenSeconds"`     // gateway down → breaker OPEN
-	RecoveryToClose *float64                `json:"recoveryToClosedSeconds"` // gateway up → breaker CLOSED
+	// The lookup breaker's (the article's): gateway down → OPEN, gateway up
+	// → CLOSED; the create breaker's beside them.
+	OutageToOpen          *float64 `json:"outageToOpenSeconds"`
+	RecoveryToClose       *float64 `json:"recoveryToClosedSeconds"`
+	CreateOutageToOpen    *float64 `json:"createOutageToOpenSeconds,omitempty"`
+	CreateRecoveryToClose *float64 `json:"createRecoveryToClosedSeconds,omitempty"`
 	Started         int                     `json:"ordersStarted"`
 	FailedToStart   int                     `json:"ordersFailedToStart"`
 	Final           map[string]int          `json:"finalStatuses"`
@@ -84,19 +88,8 @@ func BuildReport(sum loadgen.Summary, events []GatewayEvent, stats simulator.Sta
 			up = &v
 		}
 	}
-	for _, c := range sum.BreakerChanges {
-		if !timed(c) {
-			continue
-		}
-		if c.To == gobreaker.StateOpen.String() && down != nil && r.OutageToOpen == nil && c.Offset >= *down {
-			v := round1(c.Offset - *down)
-			r.OutageToOpen = &v
-		}
-		if c.To == gobreaker.StateClosed.String() && up != nil && r.RecoveryToClose == nil && c.Offset >= *up {
-			v := round1(c.Offset - *up)
-			r.RecoveryToClose = &v
-		}
-	}
+	r.OutageToOpen, r.RecoveryToClose = breakerTimes(sum.BreakerChanges, activities.LookupBreakerName, down, up)
+	r.CreateOutageToOpen, r.CreateRecoveryToClose = breakerTimes(sum.BreakerChanges, activities.CreateBreakerName, down, up)
 	var closed, open []float64
 	for _, o := range sum.Orders {
 		if o.StartError != "" {
@@ -170,8 +163,9 @@ func (r Report) Text() string {
 	for _, c := range r.Breaker {
 		fmt.Fprintf(w, "  breaker %s -> %s\tT+%.1fs\t%s\n", strings.ToUpper(c.From), strings.ToUpper(c.To), c.Offset, c.Where())
 	}
-	fmt.Fprintf(w, "  outage -> OPEN\t%s\t(article: 2 s)\n", secs(r.OutageToOpen))
-	fmt.Fprintf(w, "  recovery -> CLOSED\t%s\t(article: HALF_OPEN 5 s after recovery, then 3 good calls)\n", secs(r.RecoveryToClose))
+	fmt.Fprintf(w, "  outage -> OPEN\t%s\t(lookup breaker; article: 2 s)\n", secs(r.OutageToOpen))
+	fmt.Fprintf(w, "  recovery -> CLOSED\t%s\t(lookup breaker; article: HALF_OPEN 5 s after recovery, then 3 good calls)\n", secs(r.RecoveryToClose))
+	fmt.Fprintf(w, "  create breaker\topen %s after the outage, closed %s after recovery\n", secs(r.CreateOutageToOpen), secs(r.CreateRecoveryToClose))
 	fmt.Fprintf(w, "\n  orders started\t%d\n", r.Started)
 	fmt.Fprintf(w, "  orders failed to start\t%d\t(article: 0%% HTTP failures)\n", r.FailedToStart)
 	keys := make([]string, 0, len(r.Final))
@@ -337,6 +331,25 @@ func (h *histogram) percentiles() loadgen.Percentiles {
 // breaker, as in the article, or the request breaker, which trips first
 // when no create gets through.
 func timed(c loadgen.BreakerChange) bool { return c.Worker == "" }
+
+// breakerTimes are how long the named breaker took to open after the
+// gateway went down, and to close after it came back (nil: it did not).
+func breakerTimes(changes []loadgen.BreakerChange, name string, down, up *float64) (toOpen, toClosed *float64) {
+	for _, c := range changes {
+		if !timed(c) || c.Breaker != name {
+			continue
+		}
+		if c.To == gobreaker.StateOpen.String() && down != nil && toOpen == nil && c.Offset >= *down {
+			v := round1(c.Offset - *down)
+			toOpen = &v
+		}
+		if c.To == gobreaker.StateClosed.String() && up != nil && toClosed == nil && c.Offset >= *up {
+			v := round1(c.Offset - *up)
+			toClosed = &v
+		}
+	}
+	return toOpen, toClosed
+}
 
 // lookupChanges are the changes the timeline's band draws: the first
 // worker's lookup breaker.

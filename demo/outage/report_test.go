@@ -22,7 +22,9 @@ import (
 func sampleRun() (loadgen.Summary, []outage.GatewayEvent, simulator.Stats) {
 	sum := loadgen.Summary{Rate: 3, DurationSec: 60, Started: 3, Final: map[string]int{"CONFIRMED": 2, "CANCELLED": 1},
 		BreakerChanges: []loadgen.BreakerChange{
+			{Offset: 15.4, Breaker: "gateway-create", From: "closed", To: "open"},
 			{Offset: 16.8, Breaker: "gateway-lookup", From: "closed", To: "open"},
+			{Offset: 30.6, Breaker: "gateway-create", From: "half-open", To: "closed"},
 			{Offset: 26.8, Breaker: "gateway-lookup", From: "open", To: "half-open"},
 			{Offset: 26.9, Breaker: "gateway-lookup", From: "half-open", To: "open"},
 			{Offset: 36.9, Breaker: "gateway-lookup", From: "open", To: "half-open"},
@@ -48,7 +50,11 @@ func TestBuildReportTimesTheBreakerAndChecksTheMoney(t *testing.T) {
 	require.NotNil(t, r.OutageToOpen)
 	assert.InDelta(t, 1.8, *r.OutageToOpen, 0.01)
 	require.NotNil(t, r.RecoveryToClose)
-	assert.InDelta(t, 7.2, *r.RecoveryToClose, 0.01, "the CLOSED after recovery, not an earlier change")
+	assert.InDelta(t, 7.2, *r.RecoveryToClose, 0.01, "the lookup breaker's CLOSED after recovery, not the create breaker's")
+	require.NotNil(t, r.CreateOutageToOpen)
+	assert.InDelta(t, 0.4, *r.CreateOutageToOpen, 0.01)
+	require.NotNil(t, r.CreateRecoveryToClose)
+	assert.InDelta(t, 0.6, *r.CreateRecoveryToClose, 0.01)
 	assert.Equal(t, 3, r.MaxCreateRequestsPerOrder)
 	assert.Equal(t, 1, r.MaxTransactionsPerOrder)
 	assert.Zero(t, r.OrdersChargedTwice)
