@@ -22,8 +22,8 @@ type Timings struct {
 	ConnectTimeout time.Duration // --connect-timeout
 	ReadTimeout    time.Duration // --read-timeout
 	UnknownGrace   time.Duration // --unknown-grace: after a create that timed out
-	AnsweredGrace  time.Duration // --answered-grace: after a create answered 5xx, doubled per re-send
-	PollMax        time.Duration // --poll-max: caps that doubling, and the wait between polls
+	AnsweredGrace  time.Duration // --answered-grace: after a create answered 5xx, twice that after a re-send
+	PollMax        time.Duration // --poll-max: the longest wait between polls
 	BreakerOpen    time.Duration // the longer of --breaker-open and --request-breaker-open
 	Decision       time.Duration // pgsim's --processing-max: the gateway's slowest decision
 }
@@ -35,16 +35,13 @@ type term struct {
 }
 
 func (t Timings) terms() []term {
-	var resends time.Duration
-	grace := t.AnsweredGrace
-	for range ResendCycles {
-		resends += min(grace, t.PollMax)
-		grace *= 2
-	}
+	// The re-send pace (docs/design.md §1): one grace before the first
+	// re-send, two before each later one.
+	resends := t.AnsweredGrace + 2*t.AnsweredGrace*(ResendCycles-1)
 	call := t.ConnectTimeout + t.ReadTimeout
 	// In turn: a create that timed out as the stretch began waits out the
 	// unknown grace; creates answered 5xx are each looked up after the
-	// answered grace, doubling; the calls in flight as it began time out;
+	// answered grace (twice it after a re-send); the calls in flight as it began time out;
 	// a breaker the fault tripped refuses until its trial; the gateway
 	// decides, and the worker hears by callback or its next poll.
 	return []term{
