@@ -209,13 +209,16 @@ func (c *Client) user(ctx context.Context, op string) (http.Header, error) {
 // httptrace tells us, whatever the error's wording.
 func (c *Client) do(ctx context.Context, op, method, path string, headers http.Header, body []byte, out any) (*http.Response, error) {
 	// The transport retries by itself on a fresh connection when a kept-alive
-	// one turns out dead — for a POST without Idempotency-Key only when
-	// nothing of it was written — so what counts is the last try: did it
-	// ever get a connection?
-	var connected atomic.Bool
+	// one turns out dead — a POST without Idempotency-Key only when nothing
+	// of it was written, one with the key (replayable to net/http) even after
+	// the gateway read it all. So a request is unreachable only when no try
+	// wrote any of it and the last one never got a connection.
+	var connected, wrote atomic.Bool
 	trace := &httptrace.ClientTrace{
-		GetConn: func(string) { connected.Store(false) },
-		GotConn: func(httptrace.GotConnInfo) { connected.Store(true) },
+		GetConn:      func(string) { connected.Store(false) },
+		GotConn:      func(httptrace.GotConnInfo) { connected.Store(true) },
+		WroteHeaders: func() { wrote.Store(true) },
+		WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(true) },
 	}
 	ctx = httptrace.WithClientTrace(ctx, trace)
 	var reader io.Reader
@@ -245,7 +248,7 @@ func (c *Client) do(ctx context.Context, op, method, path string, headers http.H
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		if !connected.Load() {
+		if !connected.Load() && !wrote.Load() {
 			return nil, &Error{Class: ErrUnreachable, Op: op, Err: err}
 		}
 		return nil, &Error{Class: ErrOutcomeUnknown, Op: op, Err: err}

@@ -135,8 +135,8 @@ type Tuning struct {
 	LookupTimeout   time.Duration `json:"lookupTimeout"`
 	UnknownGrace    time.Duration `json:"unknownGrace"` // no transaction this long after a timed-out create: re-send
 	// AnsweredGrace is the wait before the lookup that follows a create
-	// the gateway answered 5xx (nothing in flight), doubled after each
-	// re-send up to PollMax.
+	// the gateway answered 5xx (nothing in flight); twice it after a
+	// re-send.
 	AnsweredGrace time.Duration `json:"answeredGrace"`
 	PollInitial   time.Duration `json:"pollInitial"`
 	PollMax       time.Duration `json:"pollMax"`

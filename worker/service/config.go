@@ -117,7 +117,7 @@ func newFlagSet(getenv func(string) string) (fs *flag.FlagSet, finish func() (Co
 	fs.IntVar(&c.RequestAttempts, "request-attempts", workflows.DefaultRequestAttempts, "creates per order at most (retries of unreachable and re-sends); 0: as many as the order's deadline allows")
 	fs.BoolVar(&c.IdempotencyKeys, "idempotency-keys", false, "send an Idempotency-Key derived from the order id (only for gateways that honour it)")
 	fs.DurationVar(&c.UnknownGrace, "unknown-grace", workflows.DefaultUnknownGrace, "after a create that timed out, how long no transaction means the gateway never took it")
-	fs.DurationVar(&c.AnsweredGrace, "answered-grace", workflows.DefaultAnsweredGrace, "after a create answered 5xx, the wait before the lookup that may justify a re-send (doubled after each re-send, up to --poll-max)")
+	fs.DurationVar(&c.AnsweredGrace, "answered-grace", workflows.DefaultAnsweredGrace, "after a create answered 5xx, the wait before the lookup that may justify a re-send (twice that after a re-send)")
 	fs.DurationVar(&c.PollInitial, "poll-initial", workflows.DefaultPollInitial, "first status poll after the create")
 	fs.DurationVar(&c.PollMax, "poll-max", workflows.DefaultPollMax, "longest interval between status polls")
 	breakerFlags(fs, "breaker", "lookup breaker", &c.Breaker)
