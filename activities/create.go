@@ -145,6 +145,9 @@ func (a *Activities) cancelHeld(ctx context.Context) error {
 	requested, err := a.cfg.CancelRequested(ctx, info.WorkflowExecution.ID, info.WorkflowExecution.RunID)
 	switch {
 	case err != nil:
+		// Logged as an error: a question that keeps failing holds every
+		// retried create until its deadline, with the gateway up.
+		activity.GetLogger(ctx).Error("create held: cannot ask Temporal whether the order was cancelled", "error", err)
 		return retryable(ErrCancelUnknown, fmt.Errorf("create held: cannot tell whether the order was cancelled: %w", err))
 	case requested:
 		return temporal.NewApplicationErrorWithOptions("create held: the order's workflow has a cancel request", ErrCancelRequested,
