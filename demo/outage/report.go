@@ -27,14 +27,14 @@ type Report struct {
 	Breaker         []loadgen.BreakerChange `json:"breakerChanges"`
 	// The lookup breaker's (the article's): gateway down → OPEN, gateway up
 	// → CLOSED; the create breaker's beside them.
-	OutageToOpen          *float64 `json:"outageToOpenSeconds"`
-	RecoveryToClose       *float64 `json:"recoveryToClosedSeconds"`
-	CreateOutageToOpen    *float64 `json:"createOutageToOpenSeconds,omitempty"`
-	CreateRecoveryToClose *float64 `json:"createRecoveryToClosedSeconds,omitempty"`
-	Started         int                     `json:"ordersStarted"`
-	FailedToStart   int                     `json:"ordersFailedToStart"`
-	Final           map[string]int          `json:"finalStatuses"`
-	Unfinished      int                     `json:"ordersUnfinished"`
+	OutageToOpen          *float64       `json:"outageToOpenSeconds"`
+	RecoveryToClose       *float64       `json:"recoveryToClosedSeconds"`
+	CreateOutageToOpen    *float64       `json:"createOutageToOpenSeconds,omitempty"`
+	CreateRecoveryToClose *float64       `json:"createRecoveryToClosedSeconds,omitempty"`
+	Started               int            `json:"ordersStarted"`
+	FailedToStart         int            `json:"ordersFailedToStart"`
+	Final                 map[string]int `json:"finalStatuses"`
+	Unfinished            int            `json:"ordersUnfinished"`
 	// First-answer latency of orders placed while the breaker was closed vs open.
 	FirstAnswerClosed loadgen.Percentiles `json:"firstAnswerWhileClosed"`
 	FirstAnswerOpen   loadgen.Percentiles `json:"firstAnswerWhileOpen"`
