@@ -21,7 +21,7 @@ func TestTimingsAreTheWorkersFlags(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, check.Timings{ConnectTimeout: 500 * time.Millisecond, ReadTimeout: 2 * time.Second, UnknownGrace: 3 * time.Second,
 		AnsweredGrace: time.Second, PollMax: 3 * time.Second, BreakerOpen: 5 * time.Second, Decision: 2 * time.Second}, tm)
-	assert.Equal(t, 24*time.Second, check.LongEnough(tm))
+	assert.Equal(t, 23*time.Second, check.LongEnough(tm))
 
 	_, err = timings([]string{"--poll-max", "soon"}, calm)
 	assert.Error(t, err, "flags the worker refuses are refused here")

@@ -3,6 +3,7 @@ package stack_test
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -19,7 +20,7 @@ import (
 func TestStartReportsAServiceThatCannotStart(t *testing.T) {
 	testenv.NeedsServices(t, "PostgreSQL")
 	ctx := context.Background()
-	const db = "payguard_chaos_start_fails"
+	db := "payguard_chaos_start_fails_" + strings.ReplaceAll(testenv.ID("x"), "-", "_")
 	missing := filepath.Join(t.TempDir(), "no-such-temporal")
 	var err error
 	require.NotPanics(t, func() {
