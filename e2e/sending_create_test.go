@@ -32,16 +32,18 @@ import (
 // transaction already at the gateway.
 func gatewayHoldsCreates() simulator.Faults {
 	f := testenv.QuietFaults()
-	f.Latency = simulator.Range{Min: simulator.Duration(3 * time.Second), Max: simulator.Duration(3 * time.Second)}
+	f.Latency = slowAnswers
 	f.Processing = simulator.Processing{Min: simulator.Duration(time.Hour), Max: simulator.Duration(time.Hour), SuccessRate: 1}
 	return f
 }
 
-// placeAndKillMidCreate places orderID and kills the worker running it
-// once its create is on the wire and at the gateway.
-func placeAndKillMidCreate(t *testing.T, w *workerProcess, first *exec.Cmd, st *store.Store, sim *simulator.Server, orderID string) {
+// placeAndKillMidCreate places orderID (with the starter's flags) and
+// kills the worker running it once its create is on the wire and at the
+// gateway.
+func placeAndKillMidCreate(t *testing.T, w *workerProcess, first *exec.Cmd, st *store.Store, sim *simulator.Server, orderID string,
+	flags ...string) {
 	t.Helper()
-	w.placeOrder(context.Background(), orderID)
+	w.placeOrder(context.Background(), orderID, flags...)
 	onTheWire(t, st, orderID, func() bool { return sim.Stats().Orders[orderID].CreateRequests == 1 },
 		"create on the wire, its transaction at the gateway")
 	kill(t, first)
@@ -51,6 +53,14 @@ func placeAndKillMidCreate(t *testing.T, w *workerProcess, first *exec.Cmd, st *
 // still SENDING.
 func waitFound(t *testing.T, st *store.Store, orderID string) {
 	t.Helper()
+	list := waitLookupFound(t, st, orderID)
+	require.Equal(t, "SENDING", list[0].State, "the create is still SENDING")
+}
+
+// waitLookupFound waits until a lookup recorded the transaction (payment
+// PENDING with its key) and returns the order's creates.
+func waitLookupFound(t *testing.T, st *store.Store, orderID string) []store.Attempt {
+	t.Helper()
 	ctx := context.Background()
 	testenv.Eventually(t, 60*time.Second, func() bool {
 		o, err := st.GetOrder(ctx, orderID)
@@ -58,7 +68,37 @@ func waitFound(t *testing.T, st *store.Store, orderID string) {
 	}, "the transaction found by a lookup (payment PENDING)")
 	list, err := st.Attempts(ctx, orderID)
 	require.NoError(t, err)
-	require.Equal(t, "SENDING", list[0].State, "the create is still SENDING")
+	return list
+}
+
+// heldAfterADeadWorker places an order (with the starter's flags) whose
+// worker dies with its create at the gateway, then starts a second worker
+// whose own request breaker (process scope, open for breakerOpen) two other
+// orders trip while the gateway is down for a moment: the first task runs
+// again there, its create refused. The gateway is back when it returns.
+func heldAfterADeadWorker(t *testing.T, breakerOpen string, flags ...string) (*store.Store, *simulator.Server, string) {
+	t.Helper()
+	sim := testenv.Pgsim(t, gatewayHoldsCreates())
+	w := newWorkerProcess(t, sim.GatewayURL(), testenv.NewDatabase(t), "--read-timeout", "20s", "--poll-initial", "500ms", "--poll-max", "1s",
+		"--request-breaker-consecutive-failures", "2", "--request-breaker-open", breakerOpen,
+		"--breaker-scope", "process") // the second worker's own breaker trips on its own two failures
+	first := w.start()
+	ctx := context.Background()
+	st := w.stockedStore(ctx)
+	_, err := st.SetStock(ctx, "P1", 9) // three orders of 2
+	require.NoError(t, err)
+	orderID := testenv.ID("held")
+	placeAndKillMidCreate(t, w, first, st, sim, orderID, flags...)
+
+	testenv.PatchFaults(t, sim, map[string]any{"latency": map[string]any{"min": 0, "max": 0}, "down": true})
+	w.start() // the first is dead: its port is free
+	for _, other := range []string{testenv.ID("trip-1"), testenv.ID("trip-2")} {
+		w.placeOrder(ctx, other)
+	}
+	testenv.Eventually(t, 30*time.Second, func() bool { return breakerState(t, w.httpAddr, activities.CreateBreakerName) == 2 },
+		"the request breaker OPEN on two creates that could not reach the gateway")
+	testenv.PatchFaults(t, sim, map[string]any{"down": false})
+	return st, sim, orderID
 }
 
 // requireCancelled: the workflow ended cancelled, the order CANCELLED with
@@ -84,39 +124,15 @@ func requireCancelled(t *testing.T, st *store.Store, sim *simulator.Server, orde
 // the first create's transaction, which the operator's cancel cancels.
 func TestCreateHeldByTheBreakerAfterADeadWorkerFindsItsFirstCreate(t *testing.T) {
 	t.Parallel()
-	sim := testenv.Pgsim(t, gatewayHoldsCreates())
-	w := newWorkerProcess(t, sim.GatewayURL(), testenv.NewDatabase(t), "--read-timeout", "20s", "--poll-initial", "500ms", "--poll-max", "1s",
-		"--request-breaker-consecutive-failures", "2", "--request-breaker-open", "3s",
-		"--breaker-scope", "process") // the second worker's own breaker trips on its own two failures
-	first := w.start()
-	ctx := context.Background()
-	st := w.stockedStore(ctx)
-	_, err := st.SetStock(ctx, "P1", 9) // three orders of 2
-	require.NoError(t, err)
-	orderID := testenv.ID("sending")
-	placeAndKillMidCreate(t, w, first, st, sim, orderID)
-
-	testenv.PatchFaults(t, sim, map[string]any{"latency": map[string]any{"min": 0, "max": 0}, "down": true})
-	w.start() // the first is dead: its port is free
-	for _, other := range []string{testenv.ID("trip-1"), testenv.ID("trip-2")} {
-		w.placeOrder(ctx, other)
-	}
-	testenv.Eventually(t, 30*time.Second, func() bool { return breakerState(t, w.httpAddr, activities.CreateBreakerName) == 2 },
-		"the request breaker OPEN on two creates that could not reach the gateway")
-	testenv.PatchFaults(t, sim, map[string]any{"down": false})
-	testenv.Eventually(t, 60*time.Second, func() bool {
-		o, err := st.GetOrder(ctx, orderID)
-		return err == nil && o.PaymentStatus == status.PaymentPending && o.TransactionKey != ""
-	}, "the transaction found by a lookup (payment PENDING)")
-	list, err := st.Attempts(ctx, orderID)
-	require.NoError(t, err)
+	st, sim, orderID := heldAfterADeadWorker(t, "3s")
+	list := waitLookupFound(t, st, orderID)
 	require.Len(t, list, 1, "no second create: the database answered for the first")
 	assert.Equal(t, store.OutcomeUnknown, list[0].Outcome, "the dead sender's create closed UNKNOWN")
 	assert.Equal(t, 1, sim.Stats().Orders[orderID].CreateRequests)
 
 	tc := testenv.Temporal(t)
 	id := workflows.PaymentWorkflowID(orderID)
-	require.NoError(t, tc.CancelWorkflow(ctx, id, ""))
+	require.NoError(t, tc.CancelWorkflow(context.Background(), id, ""))
 	requireCancelled(t, st, sim, orderID, workflowEnd(t, tc, id, 60*time.Second))
 }
 
@@ -128,32 +144,10 @@ func TestCreateHeldByTheBreakerAfterADeadWorkerFindsItsFirstCreate(t *testing.T)
 // away unseen.
 func TestCreateHeldByTheBreakerPastTheDeadlineCancelsTheFirstCreate(t *testing.T) {
 	t.Parallel()
-	sim := testenv.Pgsim(t, gatewayHoldsCreates())
-	w := newWorkerProcess(t, sim.GatewayURL(), testenv.NewDatabase(t), "--read-timeout", "20s", "--poll-initial", "500ms", "--poll-max", "1s",
-		"--request-breaker-consecutive-failures", "2", "--request-breaker-open", "10m", "--breaker-scope", "process")
-	first := w.start()
-	ctx := context.Background()
-	st := w.stockedStore(ctx)
-	_, err := st.SetStock(ctx, "P1", 9)
-	require.NoError(t, err)
-	orderID := testenv.ID("held-deadline")
-	w.placeOrder(ctx, orderID, "--deadline", "40s")
-	onTheWire(t, st, orderID, func() bool { return sim.Stats().Orders[orderID].CreateRequests == 1 },
-		"create on the wire, its transaction at the gateway")
-	kill(t, first)
-
-	testenv.PatchFaults(t, sim, map[string]any{"latency": map[string]any{"min": 0, "max": 0}, "down": true})
-	w.start()
-	for _, other := range []string{testenv.ID("trip-1"), testenv.ID("trip-2")} {
-		w.placeOrder(ctx, other)
-	}
-	testenv.Eventually(t, 30*time.Second, func() bool { return breakerState(t, w.httpAddr, activities.CreateBreakerName) == 2 },
-		"the request breaker OPEN on two creates that could not reach the gateway")
-	testenv.PatchFaults(t, sim, map[string]any{"down": false})
-
+	st, sim, orderID := heldAfterADeadWorker(t, "10m", "--deadline", "40s")
 	tc := testenv.Temporal(t)
 	require.NoError(t, workflowEnd(t, tc, workflows.PaymentWorkflowID(orderID), 90*time.Second))
-	o, err := st.GetOrder(ctx, orderID)
+	o, err := st.GetOrder(context.Background(), orderID)
 	require.NoError(t, err)
 	gw := sim.Stats().Orders[orderID]
 	t.Logf("order %s payment %s reservation %s; gateway %+v", o.Status, o.PaymentStatus, o.Reservation, gw)
