@@ -170,6 +170,18 @@ func NewTuning(connect, read time.Duration, requestAttempts int, unknownGrace, a
 	}
 }
 
+// AnsweredWait is the wait after a create the gateway answered 5xx in
+// full before the lookup that may justify a re-send, once the order has
+// had resends re-sends: AnsweredGrace for the first, then twice that, so a
+// flaky gateway's 500s are re-sent until the deadline, one order's creates
+// at least two graces apart (docs/design.md §1).
+func (t Tuning) AnsweredWait(resends int) time.Duration {
+	if resends == 0 {
+		return t.AnsweredGrace
+	}
+	return 2 * t.AnsweredGrace
+}
+
 // DefaultTuning is the tuning a worker started with default flags passes.
 func DefaultTuning() Tuning {
 	return NewTuning(gateway.DefaultConnectTimeout, gateway.DefaultReadTimeout,

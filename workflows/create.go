@@ -185,19 +185,13 @@ func (p *payment) countAttempts(tries, recorded int) {
 
 // proofGrace is the wait after an unknown create before the lookup that
 // may justify a re-send. A create the gateway answered in full (a 5xx with
-// its body) has nothing in flight: the lookup comes after AnsweredGrace,
-// then twice that from the first re-send on, so a flaky gateway's 500s are
-// re-sent again and again until the deadline, one order's creates at least
-// two graces apart. A create that timed out may still be on the wire:
-// UnknownGrace.
+// its body) has nothing in flight: Tuning.AnsweredWait. A create that
+// timed out may still be on the wire: UnknownGrace.
 func (p *payment) proofGrace(answered bool) time.Duration {
-	switch {
-	case !answered:
+	if !answered {
 		return p.tuning.UnknownGrace
-	case p.resends == 0:
-		return p.tuning.AnsweredGrace
 	}
-	return 2 * p.tuning.AnsweredGrace
+	return p.tuning.AnsweredWait(p.resends)
 }
 
 // resendDue: a lookup by order id made once the grace after the latest

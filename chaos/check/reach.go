@@ -5,6 +5,8 @@ import (
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/payguard/payguard/workflows"
 )
 
 // I8 holds payguard to "no order lost to a flaky or dead gateway": an order
@@ -35,9 +37,11 @@ type term struct {
 }
 
 func (t Timings) terms() []term {
-	// The re-send pace (docs/design.md §1): one grace before the first
-	// re-send, two before each later one.
-	resends := t.AnsweredGrace + 2*t.AnsweredGrace*(ResendCycles-1)
+	var resends time.Duration
+	pace := workflows.Tuning{AnsweredGrace: t.AnsweredGrace}
+	for i := range ResendCycles {
+		resends += pace.AnsweredWait(i)
+	}
 	call := t.ConnectTimeout + t.ReadTimeout
 	// In turn: a create that timed out as the stretch began waits out the
 	// unknown grace; creates answered 5xx are each looked up after the
