@@ -212,12 +212,12 @@ func (c *Client) do(ctx context.Context, op, method, path string, headers http.H
 	// one turns out dead — a POST without Idempotency-Key only when nothing
 	// of it was written, one with the key (replayable to net/http) even after
 	// the gateway read it all. So a request is unreachable only when no try
-	// wrote any of it and the last one never got a connection.
+	// began writing it (WroteRequest is told of every write, failed or not)
+	// and the last one never got a connection.
 	var connected, wrote atomic.Bool
 	trace := &httptrace.ClientTrace{
 		GetConn:      func(string) { connected.Store(false) },
 		GotConn:      func(httptrace.GotConnInfo) { connected.Store(true) },
-		WroteHeaders: func() { wrote.Store(true) },
 		WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(true) },
 	}
 	ctx = httptrace.WithClientTrace(ctx, trace)
