@@ -47,6 +47,13 @@ func TestCreateHeldWhileACancelIsPending(t *testing.T) {
 	r := newRig(t, quiet(), activities.DefaultBreakerSettings(), false)
 	_, err := r.store.SetStock(t.Context(), "P1", 10)
 	require.NoError(t, err)
+	// The create activity of a worker whose Temporal answers hook.
+	createWith := func(hook func(context.Context, string, string) (bool, error)) func(context.Context, activities.RequestInput) (activities.RequestResult, error) {
+		acts := activities.New(r.store, r.client, r.breaker, activities.Config{CallbackURL: "http://127.0.0.1:1/callbacks/gateway",
+			CancelRequested: hook}, observer{r})
+		r.env.RegisterActivity(acts)
+		return acts.RequestPayment
+	}
 	for _, c := range []struct {
 		order string
 		hook  func(context.Context, string, string) (bool, error)
@@ -55,11 +62,9 @@ func TestCreateHeldWhileACancelIsPending(t *testing.T) {
 		{"order-1", func(context.Context, string, string) (bool, error) { return true, nil }, activities.ErrCancelRequested},
 		{"order-2", func(context.Context, string, string) (bool, error) { return false, errors.New("server away") }, activities.ErrCancelUnknown},
 	} {
-		acts := activities.New(r.store, r.client, r.breaker, activities.Config{CallbackURL: "http://127.0.0.1:1/callbacks/gateway",
-			CancelRequested: c.hook}, observer{r})
-		r.env.RegisterActivity(acts)
+		create := createWith(c.hook)
 		r.reserve(t, c.order)
-		_, err := r.env.ExecuteActivity(acts.RequestPayment, request(c.order))
+		_, err := r.env.ExecuteActivity(create, request(c.order))
 		kind, retry := appError(t, err)
 		assert.Equal(t, c.kind, kind, c.order)
 		assert.True(t, retry, c.order)
@@ -68,11 +73,9 @@ func TestCreateHeldWhileACancelIsPending(t *testing.T) {
 	assert.Zero(t, r.sim.Stats().Requests["create"], "the gateway saw no create")
 
 	// No cancel pending: the create goes out.
-	acts := activities.New(r.store, r.client, r.breaker, activities.Config{CallbackURL: "http://127.0.0.1:1/callbacks/gateway",
-		CancelRequested: func(context.Context, string, string) (bool, error) { return false, nil }}, observer{r})
-	r.env.RegisterActivity(acts)
+	create := createWith(func(context.Context, string, string) (bool, error) { return false, nil })
 	r.reserve(t, "order-3")
-	_, err = r.env.ExecuteActivity(acts.RequestPayment, request("order-3"))
+	_, err = r.env.ExecuteActivity(create, request("order-3"))
 	require.NoError(t, err)
 	assert.Equal(t, 1, r.sim.Stats().Orders["order-3"].CreateRequests)
 }

@@ -64,15 +64,7 @@ func TestRefusedWhileATrialIsUnderWay(t *testing.T) {
 		done := make(chan error, 1)
 		wg.Add(1)
 		go func() { defer wg.Done(); done <- fleet[w].Do(second) }()
-		var err error
-		testenv.Eventually(t, 5*time.Second, func() bool {
-			select {
-			case err = <-done:
-				return true
-			default:
-				return false
-			}
-		}, what+" is answered while the trial is under way")
+		err := answered(t, done, what+" is answered while the trial is under way")
 		var open *breaker.OpenError
 		require.ErrorAs(t, err, &open, what)
 		assert.Equal(t, gobreaker.StateHalfOpen, open.State, what)
@@ -115,6 +107,17 @@ func TestRefusedWhileAFailingGatewayIsJudged(t *testing.T) {
 	done := make(chan error, 1)
 	before := view.locks.Load()
 	go func() { done <- b.Do(func() error { called = true; return nil }) }()
+	err := answered(t, done, "the call is answered while the other worker's call is under way")
+	var open *breaker.OpenError
+	require.ErrorAs(t, err, &open)
+	assert.False(t, called)
+	assert.LessOrEqual(t, view.locks.Load()-before, int64(1), "one try of the lease, at most")
+}
+
+// answered waits, at most 5 s, for a call's answer on done: a refusal
+// comes at once, never after the lease it would otherwise wait for.
+func answered(t *testing.T, done <-chan error, what string) error {
+	t.Helper()
 	var err error
 	testenv.Eventually(t, 5*time.Second, func() bool {
 		select {
@@ -123,9 +126,6 @@ func TestRefusedWhileAFailingGatewayIsJudged(t *testing.T) {
 		default:
 			return false
 		}
-	}, "the call is answered while the other worker's call is under way")
-	var open *breaker.OpenError
-	require.ErrorAs(t, err, &open)
-	assert.False(t, called)
-	assert.LessOrEqual(t, view.locks.Load()-before, int64(1), "one try of the lease, at most")
+	}, what)
+	return err
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/payguard/payguard/internal/testenv"
-	"github.com/payguard/payguard/pgsim/simulator"
 	"github.com/payguard/payguard/status"
 	"github.com/payguard/payguard/store"
 	"github.com/payguard/payguard/worker/service"
@@ -37,11 +36,9 @@ import (
 func TestOperatorCancelDuringARefusedLocalCreateEndsTheOrderOnce(t *testing.T) {
 	t.Parallel()
 	f := testenv.QuietFaults()
-	f.Latency = simulator.Range{Min: simulator.Duration(3 * time.Second), Max: simulator.Duration(3 * time.Second)}
+	f.Latency = slowAnswers
 	f.Create.ErrorRate, f.Create.ErrorStatus = 1, http.StatusBadRequest
-	s := testenv.NewStack(t, f, func(c *service.Config) {
-		c.ReadTimeout, c.PollInitial, c.PollMax = 10*time.Second, time.Minute, time.Minute
-	})
+	s := testenv.NewStack(t, f, waitsForTheAnswer)
 	setStock(t, s, "P1", 5)
 	const orderID = "lcre-0001"
 	placeOrder(t, s, orderID, "P1", 2)
@@ -166,10 +163,8 @@ func TestOperatorCancelBetweenLocalCreateTriesSendsNoCreateAfterIt(t *testing.T)
 func TestOperatorCancelWhileTheLocalCreateIsOnTheWireKeepsMoneyAndStockTogether(t *testing.T) {
 	t.Parallel()
 	f := testenv.Processing(100 * time.Millisecond)
-	f.Latency = simulator.Range{Min: simulator.Duration(3 * time.Second), Max: simulator.Duration(3 * time.Second)}
-	s := testenv.NewStack(t, f, func(c *service.Config) {
-		c.ReadTimeout, c.PollInitial, c.PollMax = 10*time.Second, time.Minute, time.Minute
-	})
+	f.Latency = slowAnswers
+	s := testenv.NewStack(t, f, waitsForTheAnswer)
 	setStock(t, s, "P1", 5)
 	ctx := context.Background()
 	const orderID = "lcre-0003"

@@ -12,10 +12,8 @@ import (
 
 	"github.com/payguard/payguard/gateway"
 	"github.com/payguard/payguard/internal/testenv"
-	"github.com/payguard/payguard/pgsim/simulator"
 	"github.com/payguard/payguard/status"
 	"github.com/payguard/payguard/store"
-	"github.com/payguard/payguard/worker/service"
 	"github.com/payguard/payguard/workflows"
 )
 
@@ -60,10 +58,8 @@ func TestOperatorCancelDuringLocalSettleOfALookupKeepsMoneyAndStockTogether(t *t
 func TestOperatorCancelDuringLocalSettleOfAnEarlyCallbackKeepsMoneyAndStockTogether(t *testing.T) {
 	t.Parallel()
 	f := testenv.Processing(100 * time.Millisecond)
-	f.Latency = simulator.Range{Min: simulator.Duration(3 * time.Second), Max: simulator.Duration(3 * time.Second)}
-	s := testenv.NewStack(t, f, func(c *service.Config) {
-		c.ReadTimeout, c.PollInitial, c.PollMax = 10*time.Second, time.Minute, time.Minute
-	})
+	f.Latency = slowAnswers
+	s := testenv.NewStack(t, f, waitsForTheAnswer)
 	setStock(t, s, "P1", 5)
 	ctx := context.Background()
 	placeOrder(t, s, "lset-0003", "P1", 2)

@@ -87,7 +87,7 @@ func keyedUnknownThen(t *testing.T, orderID string, fault map[string]any) {
 func TestCreateRetriesAfterItsLocalTryGoOnAsARegularActivity(t *testing.T) {
 	t.Parallel()
 	f := testenv.QuietFaults()
-	f.Latency = simulator.Range{Min: simulator.Duration(3 * time.Second), Max: simulator.Duration(3 * time.Second)}
+	f.Latency = slowAnswers
 	f.Create.ErrorRate, f.Create.ErrorStatus = 1, http.StatusTooManyRequests
 	s := testenv.NewStack(t, f, func(c *service.Config) {
 		c.RequestAttempts, c.ReadTimeout, c.PollInitial, c.PollMax = 5, 4*time.Second, time.Minute, time.Minute

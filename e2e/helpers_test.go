@@ -23,6 +23,7 @@ import (
 	"github.com/payguard/payguard/status"
 	"github.com/payguard/payguard/store"
 	metricnames "github.com/payguard/payguard/worker/metrics"
+	"github.com/payguard/payguard/worker/service"
 	"github.com/payguard/payguard/workflows"
 )
 
@@ -62,6 +63,18 @@ func metrics(t *testing.T, s *testenv.Stack) string {
 // quietSlow is a gateway that answers at once and holds every payment
 // PENDING for an hour.
 func quietSlow() simulator.Faults { return testenv.Processing(time.Hour) }
+
+// slowAnswers is a gateway latency under which every call is answered
+// after 3 s: a create stays on the wire long enough for a cancel, a kill
+// or a stall to land while it is there.
+var slowAnswers = simulator.Range{Min: simulator.Duration(3 * time.Second), Max: simulator.Duration(3 * time.Second)}
+
+// waitsForTheAnswer tunes a stack to wait out slowAnswers (a 10 s read
+// timeout) and to poll no sooner than a minute, so only the create's
+// answer or a callback moves the order during the test.
+func waitsForTheAnswer(c *service.Config) {
+	c.ReadTimeout, c.PollInitial, c.PollMax = 10*time.Second, time.Minute, time.Minute
+}
 
 // Helpers of this package's own.
 

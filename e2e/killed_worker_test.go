@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/payguard/payguard/internal/testenv"
-	"github.com/payguard/payguard/pgsim/simulator"
 	"github.com/payguard/payguard/status"
 	"github.com/payguard/payguard/store"
 	"github.com/payguard/payguard/workflows"
@@ -23,7 +22,7 @@ import (
 func TestWorkerKilledMidCreateFinishesWithOneCreate(t *testing.T) {
 	t.Parallel()
 	f := testenv.QuietFaults()
-	f.Latency = simulator.Range{Min: simulator.Duration(3 * time.Second), Max: simulator.Duration(3 * time.Second)}
+	f.Latency = slowAnswers
 	sim := testenv.Pgsim(t, f)
 	dbURL := testenv.NewDatabase(t)
 	w := newWorkerProcess(t, sim.GatewayURL(), dbURL, "--read-timeout", "5s", "--poll-initial", "500ms", "--poll-max", "1s", "--unknown-grace", "1s")
@@ -84,7 +83,7 @@ func TestWorkerKilledMidCreateFinishesWithOneCreate(t *testing.T) {
 func TestWorkerKilledMidCreateThenCancelledLeavesNoCharge(t *testing.T) {
 	t.Parallel()
 	f := testenv.QuietFaults()
-	f.Latency = simulator.Range{Min: simulator.Duration(3 * time.Second), Max: simulator.Duration(3 * time.Second)}
+	f.Latency = slowAnswers
 	f.Callback.DropRate = 1
 	sim := testenv.Pgsim(t, f)
 	dbURL := testenv.NewDatabase(t)
