@@ -199,7 +199,7 @@ launch:
 			defer wg.Done()
 			start := time.Now()
 			run, err := StartOrder(ctx, cl, cfg.TaskQueue, f.Input(id))
-			startMs := float64(time.Since(start).Microseconds()) / 1000
+			startMs := millis(time.Since(start))
 			mu.Lock()
 			s.Orders[idx].StartMillis = startMs
 			if err != nil {
@@ -230,7 +230,7 @@ launch:
 			s.Final[final]++
 			s.Orders[idx].Final = final
 			if final != "UNFINISHED" {
-				s.Orders[idx].FinalMillis = float64(time.Since(start).Microseconds()) / 1000
+				s.Orders[idx].FinalMillis = millis(time.Since(start))
 			}
 			mu.Unlock()
 		}()
