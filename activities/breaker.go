@@ -163,10 +163,14 @@ func LookupRules(s BreakerSettings) breaker.Rules {
 // it and is not counted.
 func CreateRules(s BreakerSettings) breaker.Rules {
 	st := s.rules(CreateBreakerName)
-	st.IsSuccessful = func(err error) bool {
-		var gerr *gateway.Error
-		return err == nil || errors.As(err, &gerr) && gerr.StatusCode != 0 && !unanswered(err)
-	}
-	st.IsExcluded = func(err error) bool { return err != nil && !unanswered(err) && !st.IsSuccessful(err) }
+	st.IsSuccessful = answeredBy
+	st.IsExcluded = func(err error) bool { return err != nil && !unanswered(err) && !answeredBy(err) }
 	return st
+}
+
+// answeredBy: the gateway itself answered the create (err is its outcome),
+// whatever it said.
+func answeredBy(err error) bool {
+	var gerr *gateway.Error
+	return err == nil || errors.As(err, &gerr) && gerr.StatusCode != 0 && !unanswered(err)
 }

@@ -115,6 +115,11 @@ func (a *Activities) RequestPayment(ctx context.Context, in RequestInput) (Reque
 	}
 
 	err = sendErr
+	if answeredBy(err) && a.lookups != nil {
+		// The gateway is up: an open lookup breaker need not wait out its
+		// open period to try it (breaker.Heard).
+		a.lookups.Heard()
+	}
 	answer := classifyCreate(err)
 	answer.OrderID, answer.No, answer.TransactionKey = in.OrderID, begun.Attempt.No, created.TransactionKey
 	a.observe.GatewayCall("create", observedAs[answer.Outcome], took)

@@ -140,3 +140,40 @@ func TestCreateRulesCountWhatTheGatewayNeverAnswered(t *testing.T) {
 		assert.Equal(t, c.want, got, c.name)
 	}
 }
+
+// A create the gateway answers itself — accepted, or its own 500 — is word
+// that it is up: the lookup breaker, open for a minute on lookups that
+// failed, no longer refuses (breaker.Heard); a create it never answered
+// leaves it open.
+func TestAnAnsweredCreateEndsTheOpenLookupBreaker(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		create   map[string]any
+		down     bool
+		wantOpen bool
+	}{
+		{name: "accepted", create: map[string]any{"errorRate": 0}},
+		{name: "answered 500", create: map[string]any{"errorRate": 1}},
+		{name: "unreachable", down: true, wantOpen: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rules := activities.DefaultBreakerSettings()
+			rules.OpenFor = time.Minute
+			r := newRig(t, quiet(), rules, false)
+			testenv.PatchFaults(t, r.sim, map[string]any{"lookup": map[string]any{"errorRate": 1, "errorStatus": 503}})
+			for range rules.ConsecutiveFailures {
+				_, _ = r.env.ExecuteActivity(r.acts.LookupPayment, activities.LookupInput{OrderID: "order-0"})
+			}
+			require.Equal(t, gobreaker.StateOpen, r.breaker.State())
+
+			r.reserve(t, "order-1")
+			if c.down {
+				testenv.PatchFaults(t, r.sim, map[string]any{"down": true})
+			} else {
+				testenv.PatchFaults(t, r.sim, map[string]any{"create": c.create})
+			}
+			_, _ = r.env.ExecuteActivity(r.acts.RequestPayment, request("order-1"))
+			assert.Equal(t, c.wantOpen, r.breaker.State() == gobreaker.StateOpen, "lookup breaker %s", r.breaker.State())
+		})
+	}
+}

@@ -150,7 +150,7 @@ type Breaker struct {
 	shared   *Shared
 	obs      Observer
 	log      *slog.Logger
-	local    *gobreaker.CircuitBreaker[struct{}]
+	local    atomic.Pointer[gobreaker.CircuitBreaker[struct{}]] // replaced by Heard
 
 	trial    *instance   // runs the guarded calls, one at a time
 	guarding atomic.Bool // a guarded call of this worker is under way
@@ -176,21 +176,29 @@ type instance struct {
 // starts a watcher; Close stops it.
 func New(rules Rules, shared *Shared, obs Observer, log *slog.Logger) *Breaker {
 	b := &Breaker{name: rules.Name, settings: rules.Settings, risky: rules.Risky, shared: shared, obs: obs, log: log, stop: make(chan struct{})}
-	local := rules.Settings
-	local.OnStateChange = func(_ string, _, to gobreaker.State) {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		if b.shared == nil || b.degraded {
-			b.see(to, time.Now().Add(b.openFor()), gobreaker.Counts{})
-		}
-	}
-	b.local = gobreaker.NewCircuitBreaker[struct{}](local)
+	b.local.Store(b.newLocal())
 	if shared != nil {
 		b.trial = b.newInstance()
 		b.start()
 		go b.watch()
 	}
 	return b
+}
+
+// newLocal builds the process breaker, whose changes this worker sees while
+// it decides (process scope, or a fleet breaker fallen back to it).
+func (b *Breaker) newLocal() *gobreaker.CircuitBreaker[struct{}] {
+	var cb *gobreaker.CircuitBreaker[struct{}]
+	local := b.settings
+	local.OnStateChange = func(_ string, _, to gobreaker.State) {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if b.local.Load() == cb && (b.shared == nil || b.degraded) {
+			b.see(to, time.Now().Add(b.openFor()), gobreaker.Counts{})
+		}
+	}
+	cb = gobreaker.NewCircuitBreaker[struct{}](local)
+	return cb
 }
 
 // Close stops the watcher.
@@ -216,8 +224,8 @@ func (b *Breaker) openFor() time.Duration {
 
 // State is the breaker's state as this worker sees it.
 func (b *Breaker) State() gobreaker.State {
-	if b.local != nil && (b.shared == nil || b.isDegraded()) {
-		b.local.State() // moves open to half-open on time, telling see
+	if b.shared == nil || b.isDegraded() {
+		b.local.Load().State() // moves open to half-open on time, telling see
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -230,7 +238,7 @@ func (b *Breaker) State() gobreaker.State {
 // Counts are the counts this worker last saw.
 func (b *Breaker) Counts() gobreaker.Counts {
 	if b.shared == nil || b.isDegraded() {
-		return b.local.Counts()
+		return b.local.Load().Counts()
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -321,7 +329,7 @@ func (b *Breaker) busy(now time.Time) bool {
 func (b *Breaker) doLocal(req func() error) error {
 	called := false
 	var reqErr error
-	_, err := b.local.Execute(func() (struct{}, error) {
+	_, err := b.local.Load().Execute(func() (struct{}, error) {
 		called = true
 		reqErr = req()
 		return struct{}{}, reqErr
