@@ -89,6 +89,12 @@ func retryable(kind string, err error, details ...any) error {
 	return temporal.NewApplicationErrorWithCause(err.Error(), kind, err, details...)
 }
 
+// paced is a retryable error whose retry comes after delay.
+func paced(kind string, err error, delay time.Duration, details ...any) error {
+	return temporal.NewApplicationErrorWithOptions(err.Error(), kind, temporal.ApplicationErrorOptions{Cause: err, NextRetryDelay: delay,
+		Details: details})
+}
+
 // storeError gives store refusals their declared types; anything else
 // (a lost connection) stays retryable.
 func storeError(err error) error {

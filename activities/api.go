@@ -114,6 +114,27 @@ type RequestInput struct {
 	Deadline time.Time `json:"deadline,omitzero"`
 }
 
+// CreateRetry paces a create Temporal retries (the workflow's retry policy):
+// an unreachable gateway, or a keyed create whose outcome is unknown. The
+// activity asks for each retry itself (NextRetryDelay), on this schedule
+// but never past the order's deadline, so the last try comes at the
+// deadline and is refused there, rather than one backoff after it.
+var CreateRetry = struct {
+	Initial     time.Duration
+	Coefficient float64
+	Max         time.Duration
+}{Initial: 500 * time.Millisecond, Coefficient: 2, Max: 10 * time.Second}
+
+// createBackoff is the delay after the given try (1-based) on CreateRetry's
+// schedule.
+func createBackoff(try int) time.Duration {
+	d := float64(CreateRetry.Initial)
+	for i := 1; i < try && d < float64(CreateRetry.Max); i++ {
+		d *= CreateRetry.Coefficient
+	}
+	return min(time.Duration(d), CreateRetry.Max)
+}
+
 // notAfter is when the create may no longer leave: the deadline, or the
 // grant's lapse when sooner.
 func (in RequestInput) notAfter() time.Time {

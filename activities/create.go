@@ -115,10 +115,15 @@ func (a *Activities) RequestPayment(ctx context.Context, in RequestInput) (Reque
 	}
 
 	err = sendErr
-	if answeredBy(err) && a.lookups != nil {
+	switch {
+	case a.lookups == nil:
+	case answeredBy(err):
 		// The gateway is up: an open lookup breaker need not wait out its
 		// open period to try it (breaker.Heard).
 		a.lookups.Heard()
+	case errors.Is(err, gateway.ErrUnreachable):
+		// Nor could a lookup have reached it: counted as one (decision 019).
+		a.lookups.Missed(err)
 	}
 	answer := classifyCreate(err)
 	answer.OrderID, answer.No, answer.TransactionKey = in.OrderID, begun.Attempt.No, created.TransactionKey
@@ -354,12 +359,12 @@ func (a *Activities) report(ctx context.Context, in RequestInput, at store.Attem
 		if in.Limit > 0 && count >= in.Limit {
 			return RequestResult{}, nonRetryable(ErrGatewayUnreachable, cause, failure)
 		}
-		return RequestResult{}, retryable(ErrGatewayUnreachable, cause, failure)
+		return RequestResult{}, paced(ErrGatewayUnreachable, cause, until(createBackoff(tries), in.notAfter()), failure)
 	case store.OutcomeRejected:
 		return RequestResult{}, nonRetryable(ErrGatewayRejected, cause, failure)
 	}
 	if keyedRetry && (in.Limit == 0 || count < in.Limit) {
-		return RequestResult{}, retryable(ErrGatewayUnknownKeyed, cause, failure)
+		return RequestResult{}, paced(ErrGatewayUnknownKeyed, cause, until(createBackoff(tries), in.notAfter()), failure)
 	}
 	return RequestResult{}, nonRetryable(ErrGatewayOutcomeUnknown, cause, failure)
 }

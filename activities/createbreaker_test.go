@@ -177,3 +177,23 @@ func TestAnAnsweredCreateEndsTheOpenLookupBreaker(t *testing.T) {
 		})
 	}
 }
+
+// Creates that cannot reach the gateway count against the lookup breaker
+// as lookups that could not would (breaker.Missed): an outage trips it on
+// the traffic of both kinds, before any lookup has failed.
+func TestUnreachableCreatesTripTheLookupBreaker(t *testing.T) {
+	rules := activities.DefaultBreakerSettings()
+	r := newRig(t, quiet(), rules, false)
+	_, err := r.store.SetStock(t.Context(), "P1", 100)
+	require.NoError(t, err)
+	testenv.PatchFaults(t, r.sim, map[string]any{"down": true})
+	for i := range rules.ConsecutiveFailures {
+		id := fmt.Sprintf("order-%d", i)
+		r.reserve(t, id)
+		_, err := r.env.ExecuteActivity(r.acts.RequestPayment, request(id))
+		kind, _ := appError(t, err)
+		require.Equal(t, activities.ErrGatewayUnreachable, kind)
+	}
+	assert.Equal(t, gobreaker.StateOpen, r.breaker.State())
+	assert.Zero(t, r.sim.Stats().Requests["lookup"]+r.sim.Stats().Requests["lookup-by-order"], "no lookup was made")
+}

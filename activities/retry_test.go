@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/payguard/payguard/activities"
 	"github.com/payguard/payguard/gateway"
@@ -238,4 +239,32 @@ func TestAcceptedWithoutAKeyIsAnUnknownOutcome(t *testing.T) {
 	}
 	kind, _ := appError(t, err)
 	assert.Equal(t, activities.ErrGatewayOutcomeUnknown, kind)
+}
+
+// An unreachable gateway is retried on CreateRetry's schedule, but the
+// retry is never asked for past the order's deadline: the last try comes
+// at the deadline, so the order is compensated then, not one backoff
+// (up to 10 s) later.
+func TestAnUnreachableCreateRetriesNoLaterThanTheDeadline(t *testing.T) {
+	r := newRig(t, quiet(), activities.DefaultBreakerSettings(), false)
+	r.reserve(t, "order-1")
+	testenv.PatchFaults(t, r.sim, map[string]any{"down": true})
+	for _, c := range []struct {
+		left    time.Duration
+		atLeast time.Duration
+		atMost  time.Duration
+	}{
+		{left: time.Minute, atLeast: activities.CreateRetry.Initial, atMost: activities.CreateRetry.Initial},
+		{left: 200 * time.Millisecond, atLeast: time.Millisecond, atMost: 200 * time.Millisecond},
+	} {
+		in := request("order-1")
+		in.Deadline = time.Now().Add(c.left)
+		_, err := r.env.ExecuteActivity(r.acts.RequestPayment, in)
+		var appErr *temporal.ApplicationError
+		require.ErrorAs(t, err, &appErr)
+		require.Equal(t, activities.ErrGatewayUnreachable, appErr.Type())
+		assert.False(t, appErr.NonRetryable())
+		assert.GreaterOrEqual(t, appErr.NextRetryDelay(), c.atLeast, "deadline in %s", c.left)
+		assert.LessOrEqual(t, appErr.NextRetryDelay(), c.atMost, "deadline in %s", c.left)
+	}
 }

@@ -38,6 +38,16 @@ func (b *Breaker) Heard() {
 	b.hearShared(now)
 }
 
+// Missed is the other word from outside: a call of another kind (a create)
+// could not reach the gateway, which says the same of this breaker's calls.
+// It is counted as this breaker's own call with that outcome would be (by
+// the rules' IsSuccessful and IsExcluded), so an outage trips the breaker on
+// the traffic of both kinds; an open breaker, or one whose trial calls are
+// taken, counts nothing.
+func (b *Breaker) Missed(outcome error) {
+	_ = b.Do(func() error { return outcome })
+}
+
 func (b *Breaker) hearLocal() {
 	if b.local.Load().State() != gobreaker.StateOpen {
 		return

@@ -64,9 +64,9 @@ func (p *payment) send(ctx workflow.Context, grant string, grantExpires time.Tim
 		// back: wait for it to end, then compensation knows what to look for.
 		WaitForCancellation: true,
 		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:    500 * time.Millisecond,
-			BackoffCoefficient: 2,
-			MaximumInterval:    10 * time.Second,
+			InitialInterval:    activities.CreateRetry.Initial,
+			BackoffCoefficient: activities.CreateRetry.Coefficient,
+			MaximumInterval:    activities.CreateRetry.Max,
 			// The activity already marks these non-retryable; listing them
 			// again guards against a future activity that forgets.
 			NonRetryableErrorTypes: createAnswers,
