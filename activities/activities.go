@@ -59,6 +59,9 @@ type Config struct {
 	// A create retried by the server may start after the cancel arrived and
 	// before the workflow has taken it: it is held, never sent.
 	CancelRequested func(ctx context.Context, workflowID, runID string) (bool, error)
+	// CallbackSecret is the gateway's callback signing secret, which
+	// VerifyCallback checks a callback signal's body against.
+	CallbackSecret []byte
 }
 
 // Activities are the payment activities. Build them with New.
@@ -136,6 +139,19 @@ func (a *Activities) Reserve(ctx context.Context, in ReserveInput) (ReserveResul
 		res.MaybeSent = slices.ContainsFunc(attempts, store.Attempt.MaybeSent)
 	}
 	return res, nil
+}
+
+// VerifyCallback checks that a callback signal carries a body the gateway
+// signed, and returns what that body says: a workflow believes nothing
+// else of a signal, which anyone who can signal the namespace may send. It
+// runs as a local activity (no I/O; its verdict is recorded, so a secret
+// rotated later cannot change a replay).
+func (a *Activities) VerifyCallback(_ context.Context, in gateway.SignedCallback) (gateway.Transaction, error) {
+	tx, err := in.Open(a.cfg.CallbackSecret)
+	if err != nil {
+		return gateway.Transaction{}, nonRetryable(ErrUnverifiedCallback, err)
+	}
+	return tx, nil
 }
 
 // LookupPayment asks the gateway what it knows, through the breaker.

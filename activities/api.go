@@ -51,13 +51,16 @@ const (
 	// ErrDeadlinePassed: a create not sent because the order's deadline
 	// passed; ErrGrantExpired: a re-send not sent because its grant lapsed.
 	// Neither left; neither is retried.
-	ErrDeadlinePassed    = "CreateDeadlinePassed"
-	ErrGrantExpired      = "ResendGrantExpired"
-	ErrLookupFailed      = "LookupFailed" // retryable: a lookup got no definitive answer
-	ErrOutOfStock        = "OutOfStock"
-	ErrUnknownProduct    = "UnknownProduct"
-	ErrInvalidOrder      = "InvalidOrder"
-	ErrIllegalTransition = "IllegalTransition"
+	ErrDeadlinePassed = "CreateDeadlinePassed"
+	ErrGrantExpired   = "ResendGrantExpired"
+	ErrLookupFailed   = "LookupFailed" // retryable: a lookup got no definitive answer
+	ErrOutOfStock     = "OutOfStock"
+	ErrUnknownProduct = "UnknownProduct"
+	ErrInvalidOrder   = "InvalidOrder"
+	// ErrUnverifiedCallback: a callback signal the gateway did not sign
+	// (VerifyCallback); the workflow ignores it.
+	ErrUnverifiedCallback = "UnverifiedCallback"
+	ErrIllegalTransition  = "IllegalTransition"
 	// ErrGatewayNotSearched: CancelOrder found a create that may have reached
 	// the gateway, which its caller did not search (SettleInput.Unsearched).
 	ErrGatewayNotSearched = "GatewayNotSearched"

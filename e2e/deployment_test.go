@@ -42,7 +42,18 @@ func TestSetCurrentPolicies(t *testing.T) {
 
 	s.StartWorker(t, func(c *service.Config) { c.BuildID = "second" })
 	s.StartWorker(t, func(c *service.Config) { c.BuildID, c.SetCurrent = "third", deployment.SetCurrentNever })
-	st := deploymentStatus(t, s)
+	// A build is registered by its first poll, which a loaded machine may
+	// not have made yet.
+	var st deployment.Status
+	testenv.Eventually(t, 15*time.Second, func() bool {
+		out, err := starter(context.Background(), s, "deployment", "describe", "--json")
+		if err != nil || json.Unmarshal([]byte(out), &st) != nil {
+			return false
+		}
+		_, second := st.Build("second")
+		_, third := st.Build("third")
+		return second && third
+	}, "both builds registered")
 	assert.Equal(t, "first", st.Current, "neither auto beside a current build nor never moves the routing")
 	for _, id := range []string{"second", "third"} {
 		b, ok := st.Build(id)

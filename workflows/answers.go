@@ -23,14 +23,15 @@ const (
 	lookupError       = "ERROR"
 )
 
-// poll asks the gateway, through the worker's breaker, what it knows;
-// byOrder asks for all the order's transactions even when one key is known.
-func (p *payment) poll(ctx workflow.Context, byOrder bool) {
+// poll asks the gateway, through the worker's breaker, what it knows; a
+// search (its reason, non-empty) asks for all the order's transactions even
+// when one key is known.
+func (p *payment) poll(ctx workflow.Context, search string) {
 	in := activities.LookupInput{OrderID: p.in.OrderID, TransactionKey: p.state.TransactionKey, UserID: p.in.UserID}
 	summary := fmt.Sprintf("Look up payment %s of order %s (amount %d)", in.TransactionKey, p.in.OrderID, p.in.Amount)
-	if byOrder {
+	if search != "" {
 		in.TransactionKey = ""
-		summary = fmt.Sprintf("Find order %s's transactions at the gateway (amount %d; an unsigned callback named another)", p.in.OrderID, p.in.Amount)
+		summary = fmt.Sprintf("Find order %s's transactions at the gateway (amount %d; %s)", p.in.OrderID, p.in.Amount, search)
 	} else if len(p.keys) > 1 {
 		// Several transactions: only all of them together say whether the
 		// order is decided (see decide).
@@ -60,7 +61,9 @@ func (p *payment) poll(ctx workflow.Context, byOrder bool) {
 		if tx, ok := p.mine(res.Transactions); ok {
 			p.state.LastLookup.Result = tx.Status
 		}
+		p.searching = in.TransactionKey == ""
 		p.onTransactions(ctx, res.Transactions, "lookup")
+		p.searching = false
 	case isType(err, activities.ErrLookupUnavailable):
 		// "We cannot look right now" — not "the payment failed".
 		p.state.LastLookup = &Lookup{At: now, Result: lookupUnavailable, Detail: "lookup breaker open"}
@@ -159,6 +162,16 @@ func (p *payment) decide(ctx workflow.Context, tx gateway.Transaction, source st
 			detail["live_transaction_keys"] = live
 			p.record(ctx, activities.KindAnomaly, "FAILED answer while another transaction of the order is live; waiting for it", detail)
 			return
+		case tx.Status == gateway.StatusFailed && p.state.Attempts > 1 && !p.searching:
+			// More than one create went out: one may have made a
+			// transaction no answer named (a 500 after creating it). The
+			// order's transactions decide, found by order id: this answer
+			// again, and any other, live or not. A search the breaker
+			// refuses leaves the answer to the next poll.
+			p.log.Info("FAILED answer after several creates; searching the order's transactions first", "source", source,
+				"transaction_key", tx.TransactionKey, "creates", p.state.Attempts)
+			p.poll(ctx, "a FAILED answer after several creates")
+			return
 		}
 	}
 	if p.outcome == nil {
@@ -189,9 +202,44 @@ func (p *payment) otherLive(key string) []string {
 
 // drainCallbacks handles callbacks already delivered but not yet read.
 func (p *payment) drainCallbacks(ctx workflow.Context) {
-	var cb gateway.Transaction
-	for p.callbacks.ReceiveAsync(&cb) {
+	for {
+		cb, ok := p.receiveCallback(ctx)
+		if !ok {
+			return
+		}
 		p.onCallback(ctx, cb)
-		cb = gateway.Transaction{}
+	}
+}
+
+// receiveCallback takes the next callback signal the gateway signed, and
+// returns what its signed body says (ok false: none left). One it cannot
+// verify is recorded as an anomaly and skipped: anyone who can signal the
+// namespace can send one. A signal whose payload cannot even be decoded
+// (a codec that cannot open it) the SDK drops, logging it, and never
+// blocks on: it is read without waiting, after a selector saw it arrive.
+func (p *payment) receiveCallback(ctx workflow.Context) (gateway.Transaction, bool) {
+	for {
+		var cb Callback
+		if !p.callbacks.ReceiveAsync(&cb) {
+			return gateway.Transaction{}, false
+		}
+		err := errors.New("unsigned: the signal carries no signed body")
+		if cb.Signed != nil {
+			// Disconnected: a callback read under an operator's cancel is
+			// still the gateway's word, and must be believed if signed.
+			dctx, _ := workflow.NewDisconnectedContext(ctx)
+			var tx gateway.Transaction
+			lctx := workflow.WithLocalActivityOptions(dctx, workflow.LocalActivityOptions{StartToCloseTimeout: 10 * time.Second,
+				RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 3, NonRetryableErrorTypes: []string{activities.ErrUnverifiedCallback}},
+				Summary:     "Verify a callback's signature for order " + p.in.OrderID})
+			if err = workflow.ExecuteLocalActivity(lctx, a.VerifyCallback, *cb.Signed).Get(ctx, &tx); err == nil {
+				return tx, true
+			}
+		}
+		p.log.Warn("callback signal ignored: not signed by the gateway", "claimed_transaction_key", cb.TransactionKey,
+			"claimed_status", cb.Status, "error", err)
+		p.record(ctx, activities.KindAnomaly, "callback signal ignored: the gateway did not sign it",
+			map[string]any{"claimed_transaction_key": cb.TransactionKey, "claimed_status": cb.Status,
+				"claimed_order_id": cb.OrderID, "error": err.Error()})
 	}
 }

@@ -30,6 +30,16 @@ const (
 	MaxDeadline = 24 * time.Hour
 )
 
+// Callback is CallbackSignal's payload. Anyone who can signal the
+// namespace can send one, so the workflow believes only Signed, the
+// callback as the gateway signed it, once a local activity has verified it
+// (activities.VerifyCallback); the Transaction beside it is what the
+// sender claims, for the UI and the logs.
+type Callback struct {
+	gateway.Transaction
+	Signed *gateway.SignedCallback `json:"signed,omitempty"`
+}
+
 // Workflows carries the worker's tuning into the workflows it registers.
 type Workflows struct {
 	tuning Tuning

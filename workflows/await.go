@@ -4,8 +4,6 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/workflow"
-
-	"github.com/payguard/payguard/gateway"
 )
 
 // cancelTakes: an operator's cancel ends the wait, but not once an answer
@@ -41,11 +39,7 @@ func (p *payment) await(ctx workflow.Context) awaitEnd {
 	for p.outcome == nil {
 		pollDue := false
 		sel := workflow.NewSelector(ctx)
-		sel.AddReceive(p.callbacks, func(c workflow.ReceiveChannel, _ bool) {
-			var cb gateway.Transaction
-			c.Receive(ctx, &cb)
-			p.onCallback(ctx, cb)
-		})
+		sel.AddReceive(p.callbacks, func(workflow.ReceiveChannel, bool) { p.drainCallbacks(ctx) })
 		sel.AddReceive(p.hints, func(c workflow.ReceiveChannel, _ bool) { p.onHint(ctx, c) })
 		sel.AddFuture(poll, func(workflow.Future) { pollDue = true })
 		sel.Select(ctx)
@@ -60,7 +54,7 @@ func (p *payment) await(ctx workflow.Context) awaitEnd {
 			return endDeadline
 		case pollDue:
 			p.hintLooked = false
-			p.poll(ctx, false)
+			p.poll(ctx, "")
 			if p.outcome == nil && ctx.Err() == nil && p.resendDue() {
 				p.resend(ctx)
 			}

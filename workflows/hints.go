@@ -38,13 +38,13 @@ func (p *payment) onHint(ctx workflow.Context, c workflow.ReceiveChannel) {
 	// A key the workflow does not track may be a create it never heard
 	// back from: ask for all the order's transactions. The answer lists
 	// only this order's, so a forged key cannot bring in anything else.
-	byOrder := false
+	search := ""
 	for _, h := range hints {
 		if h.TransactionKey != "" && !slices.Contains(p.keys, h.TransactionKey) {
-			byOrder = true
+			search = "an unsigned callback named another"
 		}
 	}
 	p.log.Info("lookup hint: looking the order up now", "hints", len(hints), "transaction_key", hints[0].TransactionKey,
-		"claimed_status", hints[0].Status, "by_order", byOrder)
-	p.poll(ctx, byOrder)
+		"claimed_status", hints[0].Status, "by_order", search != "")
+	p.poll(ctx, search)
 }

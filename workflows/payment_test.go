@@ -150,7 +150,7 @@ func TestDuplicateAndContradictingCallbacksAreAnomalies(t *testing.T) {
 	// All three are delivered before the workflow reads any of them.
 	r.env.RegisterDelayedCallback(func() {
 		for _, st := range []string{gateway.StatusSuccess, gateway.StatusSuccess, gateway.StatusFailed} {
-			r.env.SignalWorkflow(workflows.CallbackSignal, gateway.Transaction{TransactionKey: txKey, OrderID: orderID, Amount: amount, Status: st})
+			r.env.SignalWorkflow(workflows.CallbackSignal, signed(gateway.Transaction{TransactionKey: txKey, OrderID: orderID, Amount: amount, Status: st}))
 		}
 	}, 2*time.Second)
 	st := r.execute(t)
@@ -162,8 +162,8 @@ func TestCallbackForAnotherOrderOrAmountIsRejected(t *testing.T) {
 	r := newRun(t)
 	r.requestReturns(accepted(1))
 	r.env.RegisterDelayedCallback(func() {
-		r.env.SignalWorkflow(workflows.CallbackSignal, gateway.Transaction{TransactionKey: txKey, OrderID: orderID, Amount: 1, Status: gateway.StatusSuccess})
-		r.env.SignalWorkflow(workflows.CallbackSignal, gateway.Transaction{TransactionKey: txKey, OrderID: "o2", Amount: amount, Status: gateway.StatusSuccess})
+		r.env.SignalWorkflow(workflows.CallbackSignal, signed(gateway.Transaction{TransactionKey: txKey, OrderID: orderID, Amount: 1, Status: gateway.StatusSuccess}))
+		r.env.SignalWorkflow(workflows.CallbackSignal, signed(gateway.Transaction{TransactionKey: txKey, OrderID: "o2", Amount: amount, Status: gateway.StatusSuccess}))
 	}, time.Second)
 	r.callbackAt(3*time.Second, gateway.StatusFailed, txKey)
 	st := r.execute(t)
@@ -234,4 +234,66 @@ func TestPollWhileBreakerOpenFollowsTheBreaker(t *testing.T) {
 	for i := 1; i < len(at); i++ {
 		assert.Equal(t, wait, at[i].Sub(at[i-1]).Round(time.Second), "poll %d came when the breaker allowed", i)
 	}
+}
+
+// A callback signal believes only a body the gateway signed: an unsigned
+// one (a client of the namespace without the gateway's secret), one signed
+// with another secret, and one whose claims differ from its signed body are
+// each recorded and ignored, or read for what the body says; the order is
+// decided by the gateway's own answer.
+func TestOnlyASignedCallbackDecides(t *testing.T) {
+	r := newRun(t)
+	r.requestReturns(accepted(1))
+	r.env.RegisterDelayedCallback(func() {
+		forged := gateway.Transaction{TransactionKey: "FORGED:TR:000000", OrderID: orderID, Amount: amount, Status: gateway.StatusSuccess}
+		r.env.SignalWorkflow(workflows.CallbackSignal, workflows.Callback{Transaction: forged})
+		otherSecret := signed(forged)
+		otherSecret.Signed.Signature = gateway.Sign([]byte("not-the-gateways"), otherSecret.Signed.Timestamp, otherSecret.Signed.Body)
+		r.env.SignalWorkflow(workflows.CallbackSignal, otherSecret)
+		// Claims SUCCESS beside a signed FAILED: the body is what counts.
+		lying := signed(gateway.Transaction{TransactionKey: txKey, OrderID: orderID, Amount: amount, Status: gateway.StatusFailed, Reason: "LIMIT_EXCEEDED"})
+		lying.Status = gateway.StatusSuccess
+		r.env.SignalWorkflow(workflows.CallbackSignal, lying)
+	}, 2*time.Second)
+	st := r.execute(t)
+	assert.Equal(t, status.OrderFailed, st.Status)
+	assert.Equal(t, txKey, st.TransactionKey)
+	assert.Equal(t, []string{"callback signal ignored: the gateway did not sign it", "callback signal ignored: the gateway did not sign it"},
+		r.anomalies())
+	assert.Empty(t, r.cancels, "nothing of the forged transaction was cancelled")
+}
+
+// Two creates went out, and the second made a transaction no answer named
+// (a 500 after creating it). A FAILED callback for the first does not end
+// the order: its transactions are searched by order id first, the second
+// is found PENDING and awaited, and its SUCCESS confirms the order.
+func TestAFailedAnswerAfterSeveralCreatesSearchesTheOrderFirst(t *testing.T) {
+	const hidden = "20261130:TR:000002"
+	r := newRun(t)
+	r.requestReturns(accepted(2)) // the order's second create: the first was answered 500
+	r.callbackAt(2*time.Second, gateway.StatusFailed, txKey)
+	both := func(second string) func(activities.LookupInput) (activities.LookupResult, error) {
+		return func(activities.LookupInput) (activities.LookupResult, error) {
+			return activities.LookupResult{Transactions: []gateway.Transaction{
+				{TransactionKey: txKey, OrderID: orderID, Status: gateway.StatusFailed},
+				{TransactionKey: hidden, OrderID: orderID, Status: second}}}, nil
+		}
+	}
+	r.lookupReturns(both(gateway.StatusPending), both(gateway.StatusSuccess))
+	st := r.execute(t)
+	assert.Equal(t, status.OrderConfirmed, st.Status)
+	assert.Equal(t, hidden, st.TransactionKey)
+	require.NotEmpty(t, r.lookups)
+	assert.Empty(t, r.lookups[0].TransactionKey, "the first lookup searched by order id")
+	assert.Len(t, r.lookups, 2, "the search, then the next poll")
+}
+
+// A single create: a FAILED answer decides at once, with no search.
+func TestAFailedAnswerAfterOneCreateDecidesAtOnce(t *testing.T) {
+	r := newRun(t)
+	r.requestReturns(accepted(1))
+	r.callbackAt(2*time.Second, gateway.StatusFailed, txKey)
+	st := r.execute(t)
+	assert.Equal(t, status.OrderFailed, st.Status)
+	assert.Empty(t, r.lookups)
 }

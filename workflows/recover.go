@@ -79,7 +79,7 @@ func (w *Workflows) Recover(ctx workflow.Context, in RecoverInput) (State, error
 		map[string]any{"order_status": string(o.Status), "payment_status": string(o.PaymentStatus), "transaction_keys": r.Keys})
 
 	// Every transaction of the order, whatever the database knew of.
-	p.poll(ctx, true)
+	p.poll(ctx, "the recovery's search")
 	switch {
 	case p.outcome != nil:
 		return p.end(ctx, *p.outcome, "found by the recovery")

@@ -135,8 +135,8 @@ func TestEncryptedHistoryNeedsItsKey(t *testing.T) {
 	assert.Equal(t, "1234-5678-9814-1451", in.CardNo)
 }
 
-// A happy-path order asks the server for no activity: Reserve, the create
-// and Settle run as local activities inside the workflow tasks around the
+// A happy-path order asks the server for no activity: Reserve, the create,
+// the callback's verification and Settle run as local activities inside the workflow tasks around the
 // callback, and the only search-attribute upserts are the status changes
 // after RESERVING (which the starter sets at start): REQUESTING is never
 // published when the create answers inside the task that sent it. The wait
@@ -165,7 +165,7 @@ func TestHappyPathSchedulesNoActivity(t *testing.T) {
 	}
 	assert.Empty(t, scheduled)
 	assert.Equal(t, 1, timers, "the next poll, which is the deadline's too")
-	assert.Equal(t, 3, localActivities, "Reserve, the create and Settle")
+	assert.Equal(t, 4, localActivities, "Reserve, the create, the callback's verification and Settle")
 	assert.Equal(t, 2, upserts, "PENDING, CONFIRMED")
 	assert.Equal(t, 2, tasks, "start, callback")
 }

@@ -2,6 +2,7 @@ package workflows_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"sync"
 	"testing"
@@ -23,7 +24,28 @@ import (
 // The harness of the payment workflow's unit tests: a time-skipping test
 // environment whose activities answer from lists and record what they were asked.
 
-var a *activities.Activities
+// a names the activities the tests mock; VerifyCallback, pure, runs as it
+// is, with the tests' secret.
+var a = activities.New(nil, nil, nil, activities.Config{CallbackSecret: []byte(callbackSecret)}, nil)
+
+const callbackSecret = "workflow-tests-secret"
+
+// signed is the callback signal the worker's endpoint sends for tx: its
+// body signed as the gateway signs it.
+func signed(tx gateway.Transaction) workflows.Callback {
+	var reason *string
+	if tx.Reason != "" {
+		reason = &tx.Reason
+	}
+	body, err := json.Marshal(gateway.TransactionInfo{TransactionKey: tx.TransactionKey, OrderID: tx.OrderID, Amount: tx.Amount,
+		Status: tx.Status, Reason: reason, CardType: order.CardType, CardNo: order.CardNo})
+	if err != nil {
+		panic(err)
+	}
+	const ts = "1764547200"
+	return workflows.Callback{Transaction: tx, Signed: &gateway.SignedCallback{Body: body, Timestamp: ts,
+		Signature: gateway.Sign([]byte(callbackSecret), ts, body)}}
+}
 
 const (
 	orderID = "o1"
@@ -165,7 +187,7 @@ func (r *run) cancelsSucceed(refunded int) {
 
 func (r *run) callbackAt(after time.Duration, st, key string) {
 	r.env.RegisterDelayedCallback(func() {
-		r.env.SignalWorkflow(workflows.CallbackSignal, gateway.Transaction{TransactionKey: key, OrderID: orderID, Amount: amount, Status: st, Reason: reasonFor(st)})
+		r.env.SignalWorkflow(workflows.CallbackSignal, signed(gateway.Transaction{TransactionKey: key, OrderID: orderID, Amount: amount, Status: st, Reason: reasonFor(st)}))
 	}, after)
 }
 

@@ -56,7 +56,7 @@ func (p *payment) deadlinePassed(ctx workflow.Context, settle func(workflow.Cont
 	p.log.Info("deadline passed; last lookup before compensation")
 	p.drainCallbacks(ctx)
 	if p.outcome == nil {
-		p.poll(ctx, false)
+		p.poll(ctx, "")
 	}
 	if p.outcome != nil {
 		return settle(ctx, *p.outcome, "found at the deadline")
@@ -196,10 +196,12 @@ func (p *payment) cancelAtGateway(ctx workflow.Context, keys []string, searchByO
 // compensation did not already cancel, took money for nothing: it is
 // refunded now, never dropped.
 func (p *payment) drainLate(ctx workflow.Context) {
-	var cb gateway.Transaction
-	for p.callbacks.ReceiveAsync(&cb) {
+	for {
+		cb, ok := p.receiveCallback(ctx)
+		if !ok {
+			return
+		}
 		if r := p.recalled; r != nil && cb.TransactionKey == r.TransactionKey && cb.Status == r.Status {
-			cb = gateway.Transaction{}
 			continue // the answer the earlier run settled, delivered again
 		}
 		ours := p.state.Status == status.OrderConfirmed && cb.TransactionKey == p.state.TransactionKey
@@ -214,6 +216,5 @@ func (p *payment) drainLate(ctx workflow.Context) {
 		} else {
 			p.onCallback(ctx, cb)
 		}
-		cb = gateway.Transaction{}
 	}
 }

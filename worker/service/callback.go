@@ -1,7 +1,6 @@
 package service
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,7 +17,6 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/payguard/payguard/gateway"
-	"github.com/payguard/payguard/ids"
 	"github.com/payguard/payguard/status"
 	"github.com/payguard/payguard/store"
 	"github.com/payguard/payguard/workflows"
@@ -94,7 +92,10 @@ func (h *callbackHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.settled(ctx, w, order, cb)
 		return
 	}
-	err = h.temporal.SignalWorkflow(ctx, workflows.PaymentWorkflowID(cb.OrderID), "", workflows.CallbackSignal, cb)
+	// The workflow believes the signed body, not the signal (workflows.Callback).
+	signed := &gateway.SignedCallback{Body: body, Timestamp: r.Header.Get(gateway.HeaderTimestamp), Signature: r.Header.Get(gateway.HeaderSignature)}
+	err = h.temporal.SignalWorkflow(ctx, workflows.PaymentWorkflowID(cb.OrderID), "", workflows.CallbackSignal,
+		workflows.Callback{Transaction: cb, Signed: signed})
 	var notFound *serviceerror.NotFound
 	if errors.As(err, &notFound) {
 		// The workflow ended between our read and the signal: read again.
@@ -123,8 +124,8 @@ func (h *callbackHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // readOrder decodes a callback and reads its order, answering the refusal
 // itself (400, 404, 503) when it cannot.
 func (h *callbackHandler) readOrder(w http.ResponseWriter, r *http.Request, body []byte) (gateway.Transaction, store.Order, bool) {
-	var cb gateway.Transaction
-	if err := decodeCallback(body, &cb); err != nil {
+	cb, err := gateway.DecodeCallback(body)
+	if err != nil {
 		h.refuse(w, http.StatusBadRequest, "BAD_REQUEST", err.Error())
 		return cb, store.Order{}, false
 	}
@@ -172,38 +173,6 @@ func (h *callbackHandler) settled(ctx context.Context, w http.ResponseWriter, or
 	}
 	h.log.Info("callback for a settled order", "order_id", order.OrderID, "status", cb.Status, "refund", refund)
 	h.answer(w, http.StatusOK, CallbackAnswer{Accepted: false, Reason: reason})
-}
-
-// decodeCallback reads a callback body: the lookup's data
-// (gateway.TransactionInfo), bare, as the gateway sends it.
-func decodeCallback(body []byte, cb *gateway.Transaction) error {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	var info gateway.TransactionInfo
-	if err := dec.Decode(&info); err != nil {
-		return fmt.Errorf("malformed callback: %v", err)
-	}
-	if dec.More() {
-		return errors.New("malformed callback: trailing data")
-	}
-	*cb = info.Transaction()
-	switch {
-	case cb.OrderID == "" || cb.TransactionKey == "":
-		return errors.New("callback needs orderId and transactionKey")
-	case cb.Amount <= 0:
-		return errors.New("callback amount must be positive")
-	}
-	// An id no order can have is refused here, not by the database later
-	// (a NUL byte would be a 5xx the gateway retries for ever).
-	if err := ids.CheckOrder(cb.OrderID); err != nil {
-		return fmt.Errorf("callback orderId: %w", err)
-	}
-	switch cb.Status {
-	case gateway.StatusSuccess, gateway.StatusFailed, gateway.StatusPending, gateway.StatusCancelled:
-	default:
-		return fmt.Errorf("callback status %q is not a gateway status", cb.Status)
-	}
-	return nil
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

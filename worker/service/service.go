@@ -129,7 +129,7 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error
 		return nil, err
 	}
 	w.Breaker, w.Creates = newBreakers(cfg, st, w.Metrics, logger)
-	acts := activities.New(st, w.gateway, w.Breaker, activities.Config{CallbackURL: cfg.CallbackURL, IdempotencyKeys: cfg.IdempotencyKeys,
+	acts := activities.New(st, w.gateway, w.Breaker, activities.Config{CallbackURL: cfg.CallbackURL, IdempotencyKeys: cfg.IdempotencyKeys, CallbackSecret: []byte(cfg.GatewaySecret),
 		Creates: w.Creates, CancelRequested: activities.CancelRequestedBy(w.temporal)}, w.Metrics)
 	w.Activities = acts
 	w.worker = cfg.newWorker(w.temporal)
