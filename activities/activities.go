@@ -244,12 +244,17 @@ func (a *Activities) CancelPayments(ctx context.Context, in CancelInput) (Cancel
 		if err != nil {
 			return CancelResult{}, retryable("CancelFailed", err)
 		}
-		if before.Status == gateway.StatusSuccess {
-			// Seen charged just before this cancel: this cancel refunded it
-			// (a retried activity sees it cancelled and does not count again).
-			a.observe.ChargeRefunded()
-		}
 		if before.Status == gateway.StatusSuccess || tx.Reason == "REFUNDED" {
+			// Charged before this cancel (or an earlier one): refunded. The
+			// store counts it once per (order, transaction), whichever net
+			// or retry gets here first.
+			first, err := a.store.RecordRefund(ctx, in.OrderID, key, before.Amount)
+			if err != nil {
+				return CancelResult{}, storeError(err)
+			}
+			if first {
+				a.observe.ChargeRefunded()
+			}
 			out.Refunded++
 		}
 		out.Transactions = append(out.Transactions, tx)

@@ -365,3 +365,48 @@ func TestReserveSettleAndCancelOrderAreIdempotent(t *testing.T) {
 	require.NoError(t, err, "an order cancelled before it reached the database needs nothing")
 	require.False(t, errors.Is(err, store.ErrNotFound))
 }
+
+// Two nets cancel one charge at once (a late callback's refund and the
+// sender's undo, say): both saw it charged, both cancels are acknowledged,
+// and the refund is counted once — one metric increment, one REFUND event
+// with the charge's amount.
+func TestARefundByTwoNetsIsCountedOnce(t *testing.T) {
+	f := quiet()
+	f.Latency = simulator.Range{Min: simulator.Duration(150 * time.Millisecond), Max: simulator.Duration(150 * time.Millisecond)}
+	r := newRig(t, f, activities.DefaultBreakerSettings(), false)
+	r.reserve(t, "order-1")
+	created := r.requestAccepted(t, "order-1")
+	testenv.Resolve(t, r.sim, created.TransactionKey, "SUCCESS", "", false)
+
+	var wg sync.WaitGroup
+	results := make([]activities.CancelResult, 2)
+	for i := range results {
+		var suite testsuite.WorkflowTestSuite
+		env := suite.NewTestActivityEnvironment()
+		env.RegisterActivity(r.acts)
+		wg.Go(func() {
+			v, err := env.ExecuteActivity(r.acts.CancelPayments, activities.CancelInput{OrderID: "order-1", TransactionKeys: []string{created.TransactionKey}})
+			if assert.NoError(t, err) {
+				assert.NoError(t, v.Get(&results[i]))
+			}
+		})
+	}
+	wg.Wait()
+	for i, res := range results {
+		assert.Equal(t, 1, res.Refunded, "net %d: the charge is refunded", i)
+	}
+	r.mu.Lock()
+	assert.Equal(t, 1, r.calls["refunded"], "counted once")
+	r.mu.Unlock()
+	events, err := r.store.Events(t.Context(), "order-1")
+	require.NoError(t, err)
+	var refunds []store.Event
+	for _, e := range events {
+		if e.Kind == store.KindRefund {
+			refunds = append(refunds, e)
+		}
+	}
+	require.Len(t, refunds, 1)
+	assert.Equal(t, created.TransactionKey, refunds[0].Detail["transaction_key"])
+	assert.EqualValues(t, 5000, refunds[0].Detail["amount"])
+}

@@ -284,7 +284,12 @@ func finding(o store.Order, kind, action string) Finding {
 
 func charge(o store.Order, tx gateway.Transaction, kind, action string) Finding {
 	f := finding(o, kind, action)
-	f.TransactionKey, f.Amount, f.GatewayStatus = tx.TransactionKey, tx.Amount, tx.Status
+	f.TransactionKey, f.GatewayStatus = tx.TransactionKey, tx.Status
+	// The lines of a lookup by order carry no amount: the order's stands,
+	// which every create of the order asked for.
+	if tx.Amount != 0 {
+		f.Amount = tx.Amount
+	}
 	return f
 }
 

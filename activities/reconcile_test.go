@@ -65,3 +65,15 @@ func TestClassify(t *testing.T) {
 		})
 	}
 }
+
+// A refund finding reports the charge's amount, also when it was found by
+// a lookup by order, whose lines carry none: the order's.
+func TestARefundFindingReportsTheAmount(t *testing.T) {
+	o := store.Order{OrderID: "o1", Status: status.OrderCancelled, Reservation: store.ReservationReleased, Amount: 5000}
+	byOrder := gateway.Transaction{OrderID: "o1", TransactionKey: "k1", Status: gateway.StatusSuccess} // Amount 0
+	findings := activities.Classify(o, []gateway.Transaction{byOrder})
+	if assert.Len(t, findings, 1) {
+		assert.Equal(t, activities.ActionRefund, findings[0].Action)
+		assert.EqualValues(t, 5000, findings[0].Amount)
+	}
+}
