@@ -22,8 +22,8 @@ func TestReserveWithAnIDOutsideTheRuleIsNotRetried(t *testing.T) {
 	r := newRig(t, quiet(), activities.DefaultBreakerSettings(), false)
 	for name, in := range map[string]activities.ReserveInput{
 		"NUL in order id":        {OrderID: "o\x00", ProductID: "P1", Quantity: 1, Amount: 5000, UserID: "u1"},
-		"NUL in product id":      {OrderID: "o1", ProductID: "P1\x00", Quantity: 1, Amount: 5000, UserID: "u1"},
-		"NUL in user id":         {OrderID: "o2", ProductID: "P1", Quantity: 1, Amount: 5000, UserID: "u\x00"},
+		"NUL in product id":      {OrderID: "ord-o1", ProductID: "P1\x00", Quantity: 1, Amount: 5000, UserID: "u1"},
+		"NUL in user id":         {OrderID: "ord-o2", ProductID: "P1", Quantity: 1, Amount: 5000, UserID: "u\x00"},
 		"200-character order id": {OrderID: strings.Repeat("o", 200), ProductID: "P1", Quantity: 1, Amount: 5000, UserID: "u1"},
 	} {
 		_, err := r.env.ExecuteActivity(r.acts.Reserve, in)
@@ -45,16 +45,16 @@ func TestReserveWithAnIDOutsideTheRuleIsNotRetried(t *testing.T) {
 // recorded UNREACHABLE.
 func TestRequestThatCannotBeBuiltIsOurBugNotUnreachable(t *testing.T) {
 	r := newRig(t, quiet(), activities.DefaultBreakerSettings(), false)
-	r.reserve(t, "o1")
-	in := request("o1")
+	r.reserve(t, "ord-o1")
+	in := request("ord-o1")
 	in.UserID = "u\r"
 	_, err := r.env.ExecuteActivity(r.acts.RequestPayment, in)
 	kind, retry := appError(t, err)
 	assert.Equal(t, activities.ErrInvalidOrder, kind)
 	assert.False(t, retry)
 	assert.ErrorContains(t, err, `user id "u\r" `+rule)
-	assert.Empty(t, r.attempts(t, "o1"), "no attempt recorded: nothing was sent")
-	o := r.payment(t, "o1")
+	assert.Empty(t, r.attempts(t, "ord-o1"), "no attempt recorded: nothing was sent")
+	o := r.payment(t, "ord-o1")
 	assert.Equal(t, status.OrderRequesting, o.Status)
 	assert.Empty(t, o.PaymentStatus, "no payment begun")
 	assert.Zero(t, r.sim.Stats().Requests["create"])

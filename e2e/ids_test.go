@@ -21,7 +21,13 @@ import (
 	"github.com/payguard/payguard/workflows"
 )
 
-const rule = "must be 1–64 characters of A–Z a–z 0–9 . _ : -"
+// rule and orderRule end a refusal's message: order ids are 6–64
+// characters, others 1–64; rule matches both.
+const (
+	rule      = "must be 1–64 characters of A–Z a–z 0–9 . _ : -"
+	orderRule = "must be 6–64 characters of A–Z a–z 0–9 . _ : -"
+	anyRule   = "–64 characters of A–Z a–z 0–9 . _ : -"
+)
 
 // requireNothingHappened checks an order left no trace anywhere: no
 // workflow, no order row, stock untouched, no create at the gateway.
@@ -58,9 +64,10 @@ func TestStarterRefusesIDsOutsideTheRuleBeforeAnythingIsReserved(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"order: 200-character order id", order("--order-id", long), `order id "` + long[:64] + `"… (200 bytes) ` + rule},
-		{"order: 65-character order id", order("--order-id", long[:65]), `order id "` + long[:65] + `" ` + rule},
-		{"order: NUL in order id", order("--order-id", "o\x00"), `order id "o\x00" ` + rule},
+		{"order: 200-character order id", order("--order-id", long), `order id "` + long[:64] + `"… (200 bytes) ` + orderRule},
+		{"order: 65-character order id", order("--order-id", long[:65]), `order id "` + long[:65] + `" ` + orderRule},
+		{"order: NUL in order id", order("--order-id", "o\x00"), `order id "o\x00" ` + orderRule},
+		{"order: 5-character order id (the gateways want 6)", order("--order-id", "ord-1"), `order id "ord-1" ` + orderRule},
 		{"order: CR in user id", order("--order-id", crOrder, "--user", "u\r"), `user id "u\r" ` + rule},
 		{"order: empty user id", order("--order-id", testenv.ID("starter-nouser"), "--user", ""), `user id "" ` + rule},
 		{"order: 65-character product", []string{"order", "--product", long[:65], "--amount", "5000"}, `product id "` + long[:65] + `" ` + rule},
@@ -93,7 +100,7 @@ func TestStarterRefusesIDsOutsideTheRuleBeforeAnythingIsReserved(t *testing.T) {
 }
 
 // A PaymentWorkflow started directly — by any client, not only the starter
-// — with ids outside the rule fails at once with a non-retryable
+// — with ids outside the rule, or a card the gateway would refuse, fails at once with a non-retryable
 // InvalidOrder, without scheduling a single activity: no order row, stock
 // untouched, nothing at the gateway. Let through, the 200-character id
 // would reserve stock and then fail at the gateway, the NUL byte would send
@@ -116,6 +123,18 @@ func TestWorkflowRefusesIDsOutsideTheRuleBeforeReserving(t *testing.T) {
 	bad = in
 	bad.OrderID, bad.UserID = testenv.ID("wf-cr"), "u\r"
 	cases["CR in user id"] = bad
+	// What the gateway would refuse with a 400 after the stock was held.
+	bad = in
+	short := testenv.ID("o")
+	bad.OrderID = short[len(short)-5:]
+	cases["5-character order id"] = bad
+	want := map[string]string{}
+	bad = in
+	bad.OrderID, bad.CardType = testenv.ID("wf-card"), "VISA"
+	cases["unknown card type"], want["unknown card type"] = bad, "cardType must be one of SAMSUNG, KB, HYUNDAI"
+	bad = in
+	bad.OrderID, bad.CardNo = testenv.ID("wf-cardno"), "1234"
+	cases["malformed card number"], want["malformed card number"] = bad, "cardNo must look like dddd-dddd-dddd-dddd"
 	for name, in := range cases {
 		t.Run(name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -130,7 +149,11 @@ func TestWorkflowRefusesIDsOutsideTheRuleBeforeReserving(t *testing.T) {
 			require.True(t, errors.As(err, &appErr), "an application error, got %v", err)
 			assert.Equal(t, activities.ErrInvalidOrder, appErr.Type())
 			assert.True(t, appErr.NonRetryable())
-			assert.Contains(t, appErr.Error(), rule)
+			if w, ok := want[name]; ok {
+				assert.Contains(t, appErr.Error(), w)
+			} else {
+				assert.Contains(t, appErr.Error(), anyRule)
+			}
 
 			iter := cl.GetWorkflowHistory(ctx, run.GetID(), run.GetRunID(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 			for iter.HasNext() {

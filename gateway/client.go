@@ -101,7 +101,7 @@ func (c *Client) CheckCreate(orderID, userID, idempotencyKey string) error {
 	if userID == "" {
 		userID = c.userID
 	}
-	for _, err := range []error{ids.CheckOrder(orderID), ids.CheckUser(userID), checkHeader("Idempotency-Key", idempotencyKey)} {
+	for _, err := range []error{ids.CheckNewOrder(orderID), ids.CheckUser(userID), checkHeader("Idempotency-Key", idempotencyKey)} {
 		if err != nil {
 			return &Error{Class: ErrInvalidRequest, Op: "create", Err: err}
 		}

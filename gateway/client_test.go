@@ -18,7 +18,7 @@ import (
 	"github.com/payguard/payguard/gateway"
 )
 
-var order = gateway.CreateRequest{OrderID: "o1", Amount: 5000, CardType: "KB", CardNo: "1234-5678-9012-3456", CallbackURL: "http://127.0.0.1:1/cb"}
+var order = gateway.CreateRequest{OrderID: "ord-o1", Amount: 5000, CardType: "KB", CardNo: "1234-5678-9012-3456", CallbackURL: "http://127.0.0.1:1/cb"}
 
 func client(t *testing.T, base string) *gateway.Client {
 	t.Helper()
@@ -167,7 +167,7 @@ func TestAnswersAreClassifiedByStatus(t *testing.T) {
 		{409, `conflict`, gateway.ErrRejected, ""},
 		{200, `not json`, gateway.ErrOutcomeUnknown, ""},
 		// A 2xx is an answer only as the envelope saying SUCCESS around data.
-		{200, `{"transactionKey":"T1","orderId":"o1","status":"PENDING"}`, gateway.ErrOutcomeUnknown, ""},
+		{200, `{"transactionKey":"T1","orderId":"ord-o1","status":"PENDING"}`, gateway.ErrOutcomeUnknown, ""},
 		{200, `{"meta":{"result":"FAIL","errorCode":"INTERNAL_ERROR","message":"x"},"data":null}`, gateway.ErrOutcomeUnknown, ""},
 		{200, `{"meta":{"result":"SUCCESS","errorCode":null,"message":null},"data":null}`, gateway.ErrOutcomeUnknown, ""},
 	}
@@ -198,7 +198,7 @@ func TestCreateSendsHeaders(t *testing.T) {
 	t.Cleanup(srv.Close)
 	got, err := client(t, srv.URL).CreatePayment(context.Background(), order, "u9", "key-1")
 	require.NoError(t, err)
-	assert.Equal(t, gateway.Created{TransactionKey: "T1", OrderID: "o1", Status: "PENDING"}, got)
+	assert.Equal(t, gateway.Created{TransactionKey: "T1", OrderID: "ord-o1", Status: "PENDING"}, got)
 }
 
 // Lookups and cancels name the user the context carries (the order's), or

@@ -21,6 +21,8 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
+	"strings"
 )
 
 // Error classes, for errors.Is.
@@ -69,6 +71,19 @@ const (
 
 // Card types the gateway accepts.
 var CardTypes = []string{"SAMSUNG", "KB", "HYUNDAI"}
+
+// CheckCard checks a card as the gateway does: its type one of CardTypes,
+// its number of CardNoPattern's form. The message shows no more of the
+// number than MaskCardNo does.
+func CheckCard(cardType, cardNo string) error {
+	if !slices.Contains(CardTypes, cardType) {
+		return fmt.Errorf("cardType must be one of %s, got %q", strings.Join(CardTypes, ", "), cardType)
+	}
+	if !CardNoPattern.MatchString(cardNo) {
+		return fmt.Errorf("cardNo must look like dddd-dddd-dddd-dddd, got %d characters ending %s", len(cardNo), MaskCardNo(cardNo))
+	}
+	return nil
+}
 
 // CardNoPattern is the card number format the gateway accepts, which the
 // starter checks before an order starts and pgsim enforces.

@@ -123,7 +123,7 @@ func TestIDBoundariesInTheGatewayClient(t *testing.T) {
 	t.Cleanup(srv.Close)
 	c := client(t, srv.URL)
 	var want []string
-	for _, id := range []string{strings.Repeat("a", 64), "o.1", "o_1", "o:1", "o-1", "a.b_c:d-e"} {
+	for _, id := range []string{strings.Repeat("a", 64), "order.1", "order_1", "order:1", "order-1", "a.b_c:d-e"} {
 		o := order
 		o.OrderID = id
 		_, err := c.CreatePayment(context.Background(), o, id, "")

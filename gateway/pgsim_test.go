@@ -73,11 +73,16 @@ func TestClientClassifiesPgsimFailures(t *testing.T) {
 	ctx := context.Background()
 
 	// Rejected: a 4xx, with the errorCode as detail.
-	short := pgOrder
-	short.OrderID = "o1234"
-	_, err := c.CreatePayment(ctx, short, "u1", "")
+	free := pgOrder
+	free.Amount = 0
+	_, err := c.CreatePayment(ctx, free, "u1", "")
 	requireClass(t, err, gateway.ErrRejected)
 	requireCode(t, err, 400, "BAD_REQUEST")
+	// An orderId the gateway would refuse (under 6 characters) is never sent.
+	short := pgOrder
+	short.OrderID = "o1234"
+	_, err = c.CreatePayment(ctx, short, "u1", "")
+	requireClass(t, err, gateway.ErrInvalidRequest)
 	visa := pgOrder
 	visa.CardType = "VISA"
 	_, err = c.CreatePayment(ctx, visa, "u1", "")

@@ -1,5 +1,6 @@
 // Package ids owns the one rule every identifier payguard accepts follows:
-// order, product and user ids are 1–64 characters of A–Z a–z 0–9 . _ : -.
+// order, product and user ids are 1–64 characters of A–Z a–z 0–9 . _ : -,
+// and an order placed now at least MinOrderLen (CheckNewOrder).
 //
 // An id travels into a Temporal workflow id, PostgreSQL text columns, a JSON
 // body, a URL query and the X-USER-ID header. This set needs no escaping in
@@ -29,6 +30,14 @@ const (
 // MaxLen is the longest id accepted, in characters (all of them ASCII).
 const MaxLen = 64
 
+// MinOrderLen is the shortest id of an order placed now: the gateways
+// payguard speaks to (the Loopers simulator, Toss) want an orderId of 6–64
+// characters, and an order they would refuse must be refused before its
+// stock is reserved, not end FAILED at the gateway. Orders already in the
+// books keep CheckOrder's 1–64, so they can still be read, settled,
+// cancelled and swept.
+const MinOrderLen = 6
+
 // Allowed names the accepted characters, for messages and documentation.
 const Allowed = "A–Z a–z 0–9 . _ : -"
 
@@ -41,11 +50,12 @@ var ErrInvalid = errors.New("invalid id")
 type Error struct {
 	Kind  string // Order, Product or User
 	Value string
+	Min   int // the shortest length allowed; 0 is 1
 }
 
 // Error names the kind, quotes the value safely and states the rule.
 func (e *Error) Error() string {
-	return fmt.Sprintf("%s id %s must be 1–%d characters of %s", e.Kind, quote(e.Value), MaxLen, Allowed)
+	return fmt.Sprintf("%s id %s must be %d–%d characters of %s", e.Kind, quote(e.Value), max(e.Min, 1), MaxLen, Allowed)
 }
 
 // Is makes errors.Is(err, ErrInvalid) true.
@@ -64,6 +74,15 @@ func Check(kind, value string) error {
 
 // CheckOrder checks an order id.
 func CheckOrder(value string) error { return Check(Order, value) }
+
+// CheckNewOrder checks the id of an order being placed: CheckOrder's rule,
+// and at least MinOrderLen characters.
+func CheckNewOrder(value string) error {
+	if Valid(value) && len(value) >= MinOrderLen {
+		return nil
+	}
+	return &Error{Kind: Order, Value: value, Min: MinOrderLen}
+}
 
 // CheckProduct checks a product id.
 func CheckProduct(value string) error { return Check(Product, value) }

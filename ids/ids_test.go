@@ -53,3 +53,18 @@ func TestMessageNamesTheKindQuotesTheValueAndStatesTheRule(t *testing.T) {
 	msg = ids.CheckOrder(strings.Repeat("é", 100)).Error()
 	assert.Contains(t, msg, `"`+strings.Repeat("é", ids.MaxLen/2)+`"… (200 bytes)`)
 }
+
+// An order placed now has an id of 6–64 characters: the gateways refuse a
+// shorter orderId. An order already in the books keeps 1–64.
+func TestNewOrderIDsAreAtLeastSixCharacters(t *testing.T) {
+	for _, v := range []string{"a", "o1", "ord-1", "", "o\x00rder-1", strings.Repeat("a", ids.MaxLen+1)} {
+		err := ids.CheckNewOrder(v)
+		require.Error(t, err, "%q", v)
+		assert.ErrorIs(t, err, ids.ErrInvalid)
+		assert.Contains(t, err.Error(), "must be 6–64 characters of "+ids.Allowed)
+	}
+	for _, v := range []string{"ord-12", strings.Repeat("a", ids.MaxLen)} {
+		assert.NoError(t, ids.CheckNewOrder(v), "%q", v)
+	}
+	assert.NoError(t, ids.CheckOrder("o1"), "an order in the books")
+}

@@ -127,9 +127,12 @@ func (cfg *Config) Validate() error {
 	if cfg.IDPrefix == "" {
 		cfg.IDPrefix = NewOrderID()
 	}
-	// The last order's id is the longest: if it follows the rule, all do.
-	if err := ids.CheckOrder(orderID(cfg.IDPrefix, cfg.total())); err != nil {
-		return fmt.Errorf("order ids of this run: %w", err)
+	// The first order's id is the shortest and the last's the longest: if
+	// both follow the rule, all do.
+	for _, n := range []int{1, cfg.total()} {
+		if err := ids.CheckNewOrder(orderID(cfg.IDPrefix, n)); err != nil {
+			return fmt.Errorf("order ids of this run: %w", err)
+		}
 	}
 	return cfg.Order.Validate()
 }

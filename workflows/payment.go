@@ -39,7 +39,8 @@ func checkInput(in PaymentInput) error {
 	if in.OrderID == "" || in.ProductID == "" || in.Quantity <= 0 || in.Amount <= 0 {
 		return fmt.Errorf("id %q product %q quantity %d amount %d", in.OrderID, in.ProductID, in.Quantity, in.Amount)
 	}
-	for _, err := range []error{ids.CheckOrder(in.OrderID), ids.CheckProduct(in.ProductID), ids.CheckUser(in.UserID)} {
+	for _, err := range []error{ids.CheckNewOrder(in.OrderID), ids.CheckProduct(in.ProductID), ids.CheckUser(in.UserID),
+		gateway.CheckCard(in.CardType, in.CardNo)} {
 		if err != nil {
 			return err
 		}

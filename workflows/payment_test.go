@@ -163,7 +163,7 @@ func TestCallbackForAnotherOrderOrAmountIsRejected(t *testing.T) {
 	r.requestReturns(accepted(1))
 	r.env.RegisterDelayedCallback(func() {
 		r.env.SignalWorkflow(workflows.CallbackSignal, signed(gateway.Transaction{TransactionKey: txKey, OrderID: orderID, Amount: 1, Status: gateway.StatusSuccess}))
-		r.env.SignalWorkflow(workflows.CallbackSignal, signed(gateway.Transaction{TransactionKey: txKey, OrderID: "o2", Amount: amount, Status: gateway.StatusSuccess}))
+		r.env.SignalWorkflow(workflows.CallbackSignal, signed(gateway.Transaction{TransactionKey: txKey, OrderID: "ord-o2", Amount: amount, Status: gateway.StatusSuccess}))
 	}, time.Second)
 	r.callbackAt(3*time.Second, gateway.StatusFailed, txKey)
 	st := r.execute(t)

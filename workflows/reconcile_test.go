@@ -34,7 +34,7 @@ func TestReconcileContinuesAsNewBetweenBatches(t *testing.T) {
 	env := newSweepEnv(t)
 	next := activities.Cursor{UpdatedAt: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC), OrderID: "o100"}
 	env.OnActivity(sw.SweepBatch, mock.Anything, mock.Anything).Return(activities.SweepBatchResult{
-		Findings: []activities.Finding{{OrderID: "o7", Finding: activities.FindingWorkflowGone, Action: activities.ActionRecover}},
+		Findings: []activities.Finding{{OrderID: "ord-o7", Finding: activities.FindingWorkflowGone, Action: activities.ActionRecover}},
 		Checked:  100, Next: next}, nil).Once()
 	env.ExecuteWorkflow(workflows.ReconcileWorkflowName, workflows.ReconcileInput{DryRun: true})
 

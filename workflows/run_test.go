@@ -48,7 +48,7 @@ func signed(tx gateway.Transaction) workflows.Callback {
 }
 
 const (
-	orderID = "o1"
+	orderID = "ord-o1"
 	amount  = int64(5000)
 	txKey   = "20261130:TR:000001"
 )

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
@@ -15,10 +14,6 @@ import (
 	"github.com/payguard/payguard/gateway"
 	"github.com/payguard/payguard/ids"
 )
-
-// MinOrderIDLength is the simulator's least orderId length: shorter ids are
-// refused there, so they are refused here, on top of payguard's id rule.
-const MinOrderIDLength = 6
 
 // validateCreate checks a create body as the Loopers simulator does, with
 // orderId also held to payguard's id rule (package ids) like every other id.
@@ -43,17 +38,11 @@ func validateCreate(req gateway.CreateRequest, callbackPrefix string) error {
 	if req.Amount <= 0 {
 		return fmt.Errorf("amount must be positive, got %d", req.Amount)
 	}
-	if !slices.Contains(gateway.CardTypes, req.CardType) {
-		return fmt.Errorf("cardType must be one of %s, got %q", strings.Join(gateway.CardTypes, ", "), req.CardType)
-	}
-	if !gateway.CardNoPattern.MatchString(req.CardNo) {
-		return fmt.Errorf("cardNo must look like dddd-dddd-dddd-dddd, got %d characters ending %s", len(req.CardNo), gateway.MaskCardNo(req.CardNo))
-	}
-	if err := ids.CheckOrder(req.OrderID); err != nil {
+	if err := gateway.CheckCard(req.CardType, req.CardNo); err != nil {
 		return err
 	}
-	if len(req.OrderID) < MinOrderIDLength {
-		return fmt.Errorf("orderId must be at least %d characters, got %q", MinOrderIDLength, req.OrderID)
+	if err := ids.CheckNewOrder(req.OrderID); err != nil {
+		return err
 	}
 	if !strings.HasPrefix(req.CallbackURL, "http://") && !strings.HasPrefix(req.CallbackURL, "https://") {
 		return fmt.Errorf("callbackUrl must be an http(s) URL, got %q", req.CallbackURL)

@@ -23,10 +23,10 @@ func TestIDsOutsideTheRuleAreBadRequests(t *testing.T) {
 	refused := []struct {
 		name, user, orderID, message string
 	}{
-		{"65-character order id", "u1", strings.Repeat("o", 65), `order id "` + strings.Repeat("o", 65) + `" must be 1–64 characters`},
-		{"NUL in order id", "u1", "o\x00", `order id "o\x00" must be 1–64 characters`},
-		{"slash in order id", "u1", "o/1", `order id "o/1" must be 1–64 characters`},
-		{"non-ASCII order id", "u1", "ordér", `order id "ordér" must be 1–64 characters`},
+		{"65-character order id", "u1", strings.Repeat("o", 65), `order id "` + strings.Repeat("o", 65) + `" must be 6–64 characters`},
+		{"NUL in order id", "u1", "o\x00", `order id "o\x00" must be 6–64 characters`},
+		{"slash in order id", "u1", "o/1", `order id "o/1" must be 6–64 characters`},
+		{"non-ASCII order id", "u1", "ordér", `order id "ordér" must be 6–64 characters`},
 		{"65-character user id", strings.Repeat("u", 65), "order-1", `user id "` + strings.Repeat("u", 65) + `" must be 1–64 characters`},
 		{"space in user id", "u 1", "order-1", `user id "u 1" must be 1–64 characters`},
 		{"hash in user id", "u#1", "order-1", `user id "u#1" must be 1–64 characters`},

@@ -68,7 +68,7 @@ func registerOrder(c *command, f *loadgen.Order) {
 
 func (f *OrderFlags) validate() error {
 	if f.OrderID != "" { // "" is a fresh one
-		if err := ids.CheckOrder(f.OrderID); err != nil {
+		if err := ids.CheckNewOrder(f.OrderID); err != nil {
 			return fmt.Errorf("--order-id: %w", err)
 		}
 	}
