@@ -13,6 +13,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/payguard/payguard/activities"
 	"github.com/payguard/payguard/gateway"
@@ -21,6 +22,7 @@ import (
 	"github.com/payguard/payguard/status"
 	"github.com/payguard/payguard/store"
 	"github.com/payguard/payguard/worker/service"
+	"github.com/payguard/payguard/workflows"
 )
 
 // Unsigned callbacks. Under --callback-auth lookup an unsigned callback is
@@ -58,15 +60,20 @@ func TestLookupModeForgedUnsignedSuccessConfirmsNothing(t *testing.T) {
 	o := waitOrder(t, s, id, status.OrderPending, 30*time.Second)
 
 	// The order's own key and a key the gateway never issued, both claiming
-	// SUCCESS. The first brings a lookup forward; the second, before the
-	// next poll, is dropped (a hint never adds more than one lookup between
-	// two polls). Neither decides anything.
+	// SUCCESS. The first brings a lookup forward; the second, within the
+	// second, is dropped by the endpoint (store.PassHint). Neither decides
+	// anything.
 	before := s.Sim.Stats().Requests["lookup"]
-	for _, key := range []string{o.TransactionKey, "20990101:TR:f0f0f0"} {
+	for i, key := range []string{o.TransactionKey, "20990101:TR:f0f0f0"} {
 		code, answer := postUnsigned(t, s, gateway.TransactionInfo{TransactionKey: key, OrderID: id, CardType: "KB",
 			CardNo: "1234-5678-9012-3456", Amount: 5000, Status: gateway.StatusSuccess})
 		require.Equal(t, http.StatusOK, code, "%+v", answer)
-		assert.True(t, answer.Accepted, "taken as a hint")
+		if i == 0 {
+			assert.True(t, answer.Accepted, "taken as a hint")
+		} else {
+			assert.False(t, answer.Accepted, "a repeat within the second")
+			assert.Contains(t, answer.Reason, "dropped")
+		}
 	}
 	testenv.Eventually(t, 15*time.Second, func() bool { return s.Sim.Stats().Requests["lookup"] > before },
 		"the hint's lookup reached the gateway")
@@ -210,4 +217,21 @@ func unsignedFlood(t *testing.T, latency time.Duration) {
 	t.Logf("after %s and %d unsigned callbacks: order %s, gateway lookups %d", time.Since(start).Round(time.Second), sent.Load(),
 		got, s.Sim.Stats().Requests["lookup"])
 	assert.Equal(t, status.OrderCancelled, got, "order should be compensated by its deadline (15 s) plus compensation time")
+
+	// The endpoint passed on at most one hint a second (store.PassHint):
+	// the flood spent a few of the workflow's signals, not thousands.
+	stop()
+	wg.Wait()
+	hints := 0
+	iter := testenv.Temporal(t).GetWorkflowHistory(context.Background(), workflows.PaymentWorkflowID(id), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for iter.HasNext() {
+		e, err := iter.Next()
+		require.NoError(t, err)
+		if e.GetWorkflowExecutionSignaledEventAttributes().GetSignalName() == workflows.LookupHintSignal {
+			hints++
+		}
+	}
+	bound := int(time.Since(start)/service.HintEvery) + 2
+	assert.LessOrEqual(t, hints, bound, "hint signals, of %d unsigned callbacks", sent.Load())
+	assert.Greater(t, sent.Load(), int64(5*bound), "a flood")
 }

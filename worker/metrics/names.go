@@ -35,6 +35,9 @@ const (
 	BreakerFallback = "payguard_breaker_fallback"
 	// Callbacks counts gateway callbacks by answer code.
 	Callbacks = "payguard_callbacks_total"
+	// HintsDropped counts unsigned callbacks the endpoint did not pass on as
+	// lookup hints (store.PassHint's bound).
+	HintsDropped = "payguard_lookup_hints_dropped_total"
 	// ChargesRefunded counts charges refunded because their order could not
 	// keep them: a SUCCESS that landed after the order ended, or a second
 	// one. Any is worth a look (ops/prometheus alerts on it).

@@ -4,11 +4,19 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"go.temporal.io/api/serviceerror"
 
 	"github.com/payguard/payguard/store"
 	"github.com/payguard/payguard/workflows"
+)
+
+// The bound on lookup hints passed to one order's workflow, fleet-wide
+// (store.PassHint).
+const (
+	HintEvery = time.Second
+	MaxHints  = 100
 )
 
 // hint handles a callback whose signature does not verify, in lookup mode
@@ -37,7 +45,21 @@ func (h *callbackHandler) hint(w http.ResponseWriter, r *http.Request, body []by
 		h.answer(w, http.StatusOK, CallbackAnswer{Accepted: false, Reason: reason})
 		return
 	}
-	err := h.temporal.SignalWorkflow(ctx, workflows.PaymentWorkflowID(cb.OrderID), "", workflows.LookupHintSignal,
+	// A repeat, or one past the order's bound, is dropped here: the hint
+	// passed before already brings a lookup forward, and the order's own
+	// polls go on.
+	pass, err := h.store.PassHint(ctx, cb.OrderID, HintEvery, MaxHints)
+	if err != nil {
+		h.refuse(w, http.StatusServiceUnavailable, "UNAVAILABLE", "database unavailable; retry later")
+		return
+	}
+	if !pass {
+		h.metrics.HintDropped()
+		h.answer(w, http.StatusOK, CallbackAnswer{Accepted: false,
+			Reason: fmt.Sprintf("unsigned: a hint for this order was passed on within %s, or %d in all; dropped", HintEvery, MaxHints)})
+		return
+	}
+	err = h.temporal.SignalWorkflow(ctx, workflows.PaymentWorkflowID(cb.OrderID), "", workflows.LookupHintSignal,
 		workflows.LookupHint{TransactionKey: cb.TransactionKey, Status: cb.Status})
 	var notFound *serviceerror.NotFound
 	if err != nil {

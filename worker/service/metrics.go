@@ -27,6 +27,7 @@ type Metrics struct {
 	refusals       *prometheus.HistogramVec
 	callbacks      *prometheus.CounterVec
 	refunds        prometheus.Counter
+	hintsDropped   prometheus.Counter
 	sdk            client.MetricsHandler
 }
 
@@ -68,6 +69,11 @@ func NewMetrics() *Metrics {
 			Help: "Charges refunded because the order could not keep them (a SUCCESS that landed late, or a second one).",
 		}),
 	}
+	m.hintsDropped = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: metrics.HintsDropped,
+		Help: "Unsigned callbacks (--callback-auth lookup) not passed on as lookup hints: a repeat within the interval, or past the order's bound.",
+	})
+	reg.MustRegister(m.hintsDropped)
 	reg.MustRegister(m.breakerState, m.breakerChanges, m.gatewayCalls, m.lookupLatency, m.refusals, m.callbacks, m.refunds,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.breakerState.WithLabelValues(activities.LookupBreakerName).Set(0)
@@ -105,6 +111,9 @@ func (m *Metrics) CountOrdersPastDeadline(count func(context.Context) (int, erro
 
 // ChargeRefunded implements activities.Observer.
 func (m *Metrics) ChargeRefunded() { m.refunds.Inc() }
+
+// HintDropped counts an unsigned callback not passed on as a lookup hint.
+func (m *Metrics) HintDropped() { m.hintsDropped.Inc() }
 
 // GatewayCall implements activities.Observer.
 func (m *Metrics) GatewayCall(endpoint, outcome string, took time.Duration) {
