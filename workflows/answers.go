@@ -62,6 +62,9 @@ func (p *payment) poll(ctx workflow.Context, search string) {
 			p.state.LastLookup.Result = tx.Status
 		}
 		p.searching = in.TransactionKey == ""
+		if p.searching {
+			p.heldFailed = nil // the search's answers decide, or name a live transaction to wait for
+		}
 		p.onTransactions(ctx, res.Transactions, "lookup")
 		p.searching = false
 	case isType(err, activities.ErrLookupUnavailable):
@@ -162,15 +165,20 @@ func (p *payment) decide(ctx workflow.Context, tx gateway.Transaction, source st
 			detail["live_transaction_keys"] = live
 			p.record(ctx, activities.KindAnomaly, "FAILED answer while another transaction of the order is live; waiting for it", detail)
 			return
-		case tx.Status == gateway.StatusFailed && p.state.Attempts > 1 && !p.searching:
-			// More than one create went out: one may have made a
-			// transaction no answer named (a 500 after creating it). The
-			// order's transactions decide, found by order id: this answer
-			// again, and any other, live or not. A search the breaker
-			// refuses leaves the answer to the next poll.
-			p.log.Info("FAILED answer after several creates; searching the order's transactions first", "source", source,
-				"transaction_key", tx.TransactionKey, "creates", p.state.Attempts)
-			p.poll(ctx, "a FAILED answer after several creates")
+		case tx.Status == gateway.StatusFailed && p.resends > 0 && !p.searching:
+			// A create was re-sent after one whose outcome was unknown:
+			// that one may have made a transaction no answer named (a 500
+			// after creating it). The order's transactions decide, found
+			// by order id: this answer again, and any other, live or not.
+			// (Creates that never reached the gateway — unreachable,
+			// refused — are no reason.) A search that cannot be made now
+			// leaves the answer held: the next poll searches again, and at
+			// the deadline the held FAILED settles the order (deadlinePassed).
+			p.log.Info("FAILED answer after a re-send; searching the order's transactions first", "source", source,
+				"transaction_key", tx.TransactionKey, "resends", p.resends)
+			held := tx
+			p.heldFailed = &held
+			p.poll(ctx, "a FAILED answer after a re-send")
 			return
 		}
 	}

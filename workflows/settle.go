@@ -61,6 +61,12 @@ func (p *payment) deadlinePassed(ctx workflow.Context, settle func(workflow.Cont
 	if p.outcome != nil {
 		return settle(ctx, *p.outcome, "found at the deadline")
 	}
+	if p.heldFailed != nil {
+		// The gateway said FAILED; no search could look for another
+		// transaction before the deadline. Its word stands: a hidden one
+		// that charges later is refunded by its callback or the sweep.
+		return settle(ctx, *p.heldFailed, "FAILED answer; the order could not be searched before the deadline")
+	}
 	return p.compensate(ctx, "deadline passed without a definitive answer")
 }
 

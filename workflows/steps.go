@@ -35,6 +35,7 @@ type payment struct {
 	hintLooked     bool                 // a lookup hint was looked up since the last regular poll (hints.go)
 	retryAfter     time.Duration        // the latest poll's breaker was open: when it may let one through
 	searching      bool                 // the answers being read come from a lookup by order id
+	heldFailed     *gateway.Transaction // a FAILED answer waiting for a search by order id (decide)
 }
 
 // track adds a transaction of the order to those it knows of.
