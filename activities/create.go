@@ -116,7 +116,6 @@ func (a *Activities) RequestPayment(ctx context.Context, in RequestInput) (Reque
 
 	err = sendErr
 	switch {
-	case a.lookups == nil:
 	case answeredBy(err):
 		// The gateway is up: an open lookup breaker need not wait out its
 		// open period to try it (breaker.Heard).

@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"sync"
 	"testing"
@@ -23,11 +24,19 @@ import (
 // describe --json` prints it, with the extra flags given.
 func deploymentStatus(t *testing.T, s *testenv.Stack, extra ...string) deployment.Status {
 	t.Helper()
-	out, err := starter(context.Background(), s, append([]string{"deployment", "describe", "--json"}, extra...)...)
-	require.NoError(t, err, out)
-	var st deployment.Status
-	require.NoError(t, json.Unmarshal([]byte(out), &st))
+	st, err := describeDeployment(s, extra...)
+	require.NoError(t, err)
 	return st
+}
+
+// describeDeployment is deploymentStatus's command, its error returned.
+func describeDeployment(s *testenv.Stack, extra ...string) (deployment.Status, error) {
+	var st deployment.Status
+	out, err := starter(context.Background(), s, append([]string{"deployment", "describe", "--json"}, extra...)...)
+	if err != nil {
+		return st, fmt.Errorf("%w: %s", err, out)
+	}
+	return st, json.Unmarshal([]byte(out), &st)
 }
 
 // --set-current: the first build of a deployment becomes current on its
@@ -46,8 +55,8 @@ func TestSetCurrentPolicies(t *testing.T) {
 	// not have made yet.
 	var st deployment.Status
 	testenv.Eventually(t, 15*time.Second, func() bool {
-		out, err := starter(context.Background(), s, "deployment", "describe", "--json")
-		if err != nil || json.Unmarshal([]byte(out), &st) != nil {
+		var err error
+		if st, err = describeDeployment(s); err != nil {
 			return false
 		}
 		_, second := st.Build("second")

@@ -237,9 +237,7 @@ func (p *payment) receiveCallback(ctx workflow.Context) (gateway.Transaction, bo
 			// still the gateway's word, and must be believed if signed.
 			dctx, _ := workflow.NewDisconnectedContext(ctx)
 			var tx gateway.Transaction
-			lctx := workflow.WithLocalActivityOptions(dctx, workflow.LocalActivityOptions{StartToCloseTimeout: 10 * time.Second,
-				RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 3, NonRetryableErrorTypes: []string{activities.ErrUnverifiedCallback}},
-				Summary:     "Verify a callback's signature for order " + p.in.OrderID})
+			lctx := workflow.WithLocalActivityOptions(dctx, verifyOptions(p.in.OrderID))
 			if err = workflow.ExecuteLocalActivity(lctx, a.VerifyCallback, *cb.Signed).Get(ctx, &tx); err == nil {
 				return tx, true
 			}

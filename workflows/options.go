@@ -59,6 +59,14 @@ func localDatabaseOptions(summary string) workflow.LocalActivityOptions {
 		RetryPolicy: &retry, Summary: o.Summary}
 }
 
+// verifyOptions are the local VerifyCallback's: a pure check, retried only
+// should the worker fail to run it, never on a bad signature.
+func verifyOptions(orderID string) workflow.LocalActivityOptions {
+	return workflow.LocalActivityOptions{StartToCloseTimeout: 10 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 3, NonRetryableErrorTypes: []string{activities.ErrUnverifiedCallback}},
+		Summary:     "Verify a callback's signature for order " + orderID}
+}
+
 // outOfLocalTries: a local step ended with an error its regular options
 // would retry (not a refusal, not a cancel).
 func outOfLocalTries(err error) bool {

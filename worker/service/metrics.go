@@ -68,13 +68,12 @@ func NewMetrics() *Metrics {
 			Name: metrics.ChargesRefunded,
 			Help: "Charges refunded because the order could not keep them (a SUCCESS that landed late, or a second one).",
 		}),
+		hintsDropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: metrics.HintsDropped,
+			Help: "Unsigned callbacks (--callback-auth lookup) not passed on as lookup hints: a repeat within the interval, or past the order's bound.",
+		}),
 	}
-	m.hintsDropped = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: metrics.HintsDropped,
-		Help: "Unsigned callbacks (--callback-auth lookup) not passed on as lookup hints: a repeat within the interval, or past the order's bound.",
-	})
-	reg.MustRegister(m.hintsDropped)
-	reg.MustRegister(m.breakerState, m.breakerChanges, m.gatewayCalls, m.lookupLatency, m.refusals, m.callbacks, m.refunds,
+	reg.MustRegister(m.breakerState, m.breakerChanges, m.gatewayCalls, m.lookupLatency, m.refusals, m.callbacks, m.refunds, m.hintsDropped,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.breakerState.WithLabelValues(activities.LookupBreakerName).Set(0)
 	// Series an alert takes increase() of exist from the start, at 0, so
