@@ -211,9 +211,12 @@ func (c *Client) do(ctx context.Context, op, method, path string, headers http.H
 	// The transport retries by itself on a fresh connection when a kept-alive
 	// one turns out dead — a POST without Idempotency-Key only when nothing
 	// of it was written, one with the key (replayable to net/http) even after
-	// the gateway read it all. So a request is unreachable only when no try
-	// began writing it (WroteRequest is told of every write, failed or not)
-	// and the last one never got a connection.
+	// the gateway read it all. So a request that may change something at the
+	// gateway is unreachable only when no try began writing it (WroteRequest
+	// is told of every write, failed or not) and the last one never got a
+	// connection; a GET, which changes nothing, when the last try never got
+	// one (its first may have been written to a kept-alive connection the
+	// gateway had just closed).
 	var connected, wrote atomic.Bool
 	trace := &httptrace.ClientTrace{
 		GetConn:      func(string) { connected.Store(false) },
@@ -248,7 +251,7 @@ func (c *Client) do(ctx context.Context, op, method, path string, headers http.H
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		if !connected.Load() && !wrote.Load() {
+		if !connected.Load() && (method == http.MethodGet || !wrote.Load()) {
 			return nil, &Error{Class: ErrUnreachable, Op: op, Err: err}
 		}
 		return nil, &Error{Class: ErrOutcomeUnknown, Op: op, Err: err}
