@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -43,6 +44,19 @@ func createsThrough(t *testing.T, faults simulator.Faults) (*rig, *activities.Ac
 	_, err := r.store.SetStock(t.Context(), "P1", 1000)
 	require.NoError(t, err)
 	return r, acts, creates, view
+}
+
+// createsCalled counts the creates the client sent, whatever their outcome.
+func (r *rig) createsCalled() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for k, v := range r.calls {
+		if strings.HasPrefix(k, "create/") && !strings.HasPrefix(k, "create/refused/") && k != "create/"+activities.OutcomeBreakerOpen {
+			n += v
+		}
+	}
+	return n
 }
 
 // A gateway answering most creates 5xx — pgsim's default 40%, and chaos's
@@ -92,11 +106,16 @@ func TestADeadGatewayTripsTheCreateBreaker(t *testing.T) {
 			require.Equal(t, gobreaker.StateClosed, creates.State(), "closed after a window of answers")
 
 			testenv.PatchFaults(t, r.sim, c.dead)
-			for i := range 3 {
+			// A create refused without a call (the lease of the call that
+			// may trip it still seen held) is tried again, as the
+			// activity's retry would; only creates sent to the gateway count.
+			sent := r.createsCalled()
+			for i := 0; i < 20 && r.createsCalled()-sent < 3; i++ {
 				id := fmt.Sprintf("dead-%d", i)
 				r.reserve(t, id)
 				_, _ = r.env.ExecuteActivity(acts.RequestPayment, request(id))
 			}
+			require.Equal(t, 3, r.createsCalled()-sent, "creates sent to the dead gateway")
 			assert.Equal(t, gobreaker.StateOpen, creates.State(), "open after three creates without an answer")
 		})
 	}
