@@ -62,7 +62,16 @@ func (f *Order) Input(orderID string) workflows.PaymentInput {
 		CardType: f.CardType, CardNo: f.CardNo, Deadline: f.Deadline}
 }
 
-// StartOrder starts an order's workflow; starting an order twice is refused.
+// AlreadyPlacedError refuses a second start of an order.
+type AlreadyPlacedError struct{ OrderID string }
+
+func (e *AlreadyPlacedError) Error() string {
+	return fmt.Sprintf("order %s was already placed (workflow %s): one order, one payment; see `starter status %s`",
+		e.OrderID, workflows.PaymentWorkflowID(e.OrderID), e.OrderID)
+}
+
+// StartOrder starts an order's workflow; starting an order twice is
+// refused with an AlreadyPlacedError.
 func StartOrder(ctx context.Context, cl client.Client, taskQueue string, in workflows.PaymentInput) (client.WorkflowRun, error) {
 	run, err := cl.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                       workflows.PaymentWorkflowID(in.OrderID),
@@ -78,8 +87,7 @@ func StartOrder(ctx context.Context, cl client.Client, taskQueue string, in work
 	}, workflows.PaymentWorkflowName, in)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &started) || temporal.IsWorkflowExecutionAlreadyStartedError(err) {
-		return nil, fmt.Errorf("order %s was already placed (workflow %s): one order, one payment; see `starter status %s`",
-			in.OrderID, workflows.PaymentWorkflowID(in.OrderID), in.OrderID)
+		return nil, &AlreadyPlacedError{OrderID: in.OrderID}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("start order %s: %v", in.OrderID, RootCause(err))

@@ -60,6 +60,32 @@ func (s *Store) SetStock(ctx context.Context, productID string, total int64) (St
 	return st, nil
 }
 
+// SetAvailable sets how many units of a product new orders may reserve,
+// creating the product when it is new: its total becomes available plus
+// the reserved and sold units, which are kept.
+func (s *Store) SetAvailable(ctx context.Context, productID string, available int64) (Stock, error) {
+	if err := ids.CheckProduct(productID); err != nil {
+		return Stock{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if available < 0 {
+		return Stock{}, fmt.Errorf("%w: product %q, available %d", ErrInvalid, productID, available)
+	}
+	var st Stock
+	err := s.pool.QueryRow(ctx, `
+		INSERT INTO products (product_id, total, available, reserved, sold)
+		VALUES ($1, $2, $2, 0, 0)
+		ON CONFLICT (product_id) DO UPDATE
+		SET total = EXCLUDED.available + products.reserved + products.sold,
+		    available = EXCLUDED.available,
+		    updated_at = now()
+		RETURNING product_id, total, available, reserved, sold`, productID, available).
+		Scan(&st.ProductID, &st.Total, &st.Available, &st.Reserved, &st.Sold)
+	if err != nil {
+		return Stock{}, fmt.Errorf("set available stock of %s: %w", productID, err)
+	}
+	return st, nil
+}
+
 // GetStock reads a product's counters.
 func (s *Store) GetStock(ctx context.Context, productID string) (Stock, error) {
 	var st Stock

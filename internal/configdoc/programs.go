@@ -3,6 +3,8 @@ package main
 import (
 	"flag"
 
+	"github.com/payguard/payguard/api/httpapi"
+
 	"github.com/payguard/payguard/bench/harness"
 	"github.com/payguard/payguard/chaos/runner"
 	"github.com/payguard/payguard/config"
@@ -39,6 +41,8 @@ func programs() []program {
 	return []program{
 		{"worker", "runs the payment workflows and activities and serves the gateway callback, `/healthz`, `/metrics` and the codec server.",
 			[]commandLine{{"worker", withEnv(service.FlagSet)}}},
+		{"api", "the HTTP order API: place, read and cancel orders and set stock over HTTP (docs/openapi.yaml), with `/healthz` and `/metrics`.",
+			[]commandLine{{"api", withEnv(httpapi.FlagSet)}}},
 		{"starter", "payguard's command line: place, cancel and inspect orders, set stock, send a test callback, run a load, run a sweep.",
 			starter},
 		{"pgsim", "the payment gateway simulator: the gateway API on `--addr`, the admin API on `--admin-addr`.",

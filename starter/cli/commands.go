@@ -9,18 +9,15 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/payguard/payguard/gateway"
 	"github.com/payguard/payguard/ids"
 	"github.com/payguard/payguard/loadgen"
-	"github.com/payguard/payguard/status"
+	"github.com/payguard/payguard/orders"
 	"github.com/payguard/payguard/store"
 	"github.com/payguard/payguard/workflows"
 )
@@ -35,18 +32,7 @@ type Started struct {
 }
 
 // OrderView is what `status` prints (and `order --wait` at the end).
-type OrderView struct {
-	OrderID        string            `json:"orderId"`
-	Status         status.Order      `json:"status"`
-	PaymentStatus  status.Payment    `json:"paymentStatus"`
-	TransactionKey string            `json:"transactionKey"`
-	Attempts       int               `json:"attempts"`
-	LastLookup     *workflows.Lookup `json:"lastLookup"`
-	Deadline       *time.Time        `json:"deadline"`
-	Reason         string            `json:"reason,omitempty"`
-	// Sources says where each part came from and what could not be reached.
-	Sources map[string]string `json:"sources"`
-}
+type OrderView = orders.View
 
 // OrderFlags are `order`'s own flags: an order as the load generator places
 // it, and the order id (the load names its own).
@@ -113,125 +99,20 @@ func runOrder(ctx context.Context, args []string, env Env) error {
 		return fmt.Errorf("order %s: workflow ended with an error: %v", f.OrderID, loadgen.RootCause(err))
 	}
 	view := c.orderView(ctx, cl, f.OrderID)
-	return c.print(view, view.text())
+	return c.print(view, view.Text())
 }
 
-// StateQueryTimeout bounds the workflow's state query in an order's view.
-// The server answers a query between workflow tasks, so one asked while a
-// task runs a local activity (the create, a database step) waits for that
-// task — up to the create's timeout, or the task's heartbeat — and the
-// database's view, which needs no workflow, is shown without it.
-const StateQueryTimeout = 3 * time.Second
-
-// queryState asks the order's workflow for its state, waiting at most
-// StateQueryTimeout (busy then). The bound is this timer's, not a deadline
-// on the call: the server may end a call at its deadline before the
-// client's own timer says so, with an error that looks like any other.
-func queryState(ctx context.Context, cl client.Client, orderID string) (st workflows.State, busy bool, err error) {
-	qctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	type answer struct {
-		st  workflows.State
-		err error
-	}
-	answered := make(chan answer, 1)
-	go func() {
-		var a answer
-		resp, err := cl.QueryWorkflow(qctx, workflows.PaymentWorkflowID(orderID), "", workflows.StateQuery)
-		if a.err = err; err == nil {
-			a.err = resp.Get(&a.st)
-		}
-		answered <- a
-	}()
-	timer := time.NewTimer(StateQueryTimeout)
-	defer timer.Stop()
-	select {
-	case a := <-answered:
-		return a.st, false, a.err
-	case <-timer.C:
-		return workflows.State{}, true, nil
-	}
-}
-
-// orderView combines the workflow's state query with the database row.
+// orderView reads the order from both sources, the database's failure to
+// open named in its view.
 func (c *command) orderView(ctx context.Context, cl client.Client, orderID string) OrderView {
-	v := OrderView{OrderID: orderID, Sources: map[string]string{}}
-	if cl != nil {
-		st, busy, err := queryState(ctx, cl, orderID)
-		var notFound *serviceerror.NotFound
-		switch {
-		case busy:
-			v.Sources["workflow"] = fmt.Sprintf("busy: no answer to the state query within %s (a workflow task is running)", StateQueryTimeout)
-		case err == nil:
-			v.Status, v.PaymentStatus, v.TransactionKey, v.Attempts = st.Status, st.PaymentStatus, st.TransactionKey, st.Attempts
-			v.LastLookup, v.Reason = st.LastLookup, st.Reason
-			deadline := st.Deadline
-			v.Deadline = &deadline
-			v.Sources["workflow"] = "ok"
-		case errors.As(err, &notFound):
-			v.Sources["workflow"] = "no such workflow"
-		default:
-			v.Sources["workflow"] = "unreachable: " + loadgen.RootCause(err).Error()
-		}
-	} else {
-		v.Sources["workflow"] = "unreachable"
-	}
 	st, err := c.openStore(ctx)
 	if err != nil {
-		v.Sources["database"] = "unreachable: " + err.Error()
+		v := orders.Read(ctx, cl, nil, orderID)
+		v.Sources["database"] = orders.SourceUnreachable + ": " + err.Error()
 		return v
 	}
 	defer st.Close()
-	o, err := st.GetOrder(ctx, orderID)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		v.Sources["database"] = "no such order"
-	case err != nil:
-		v.Sources["database"] = "unreachable: " + err.Error()
-	default:
-		v.Sources["database"] = "ok"
-		// The database is the record of what happened; the workflow adds
-		// what only it knows (lookups, deadline).
-		v.Status, v.PaymentStatus, v.Attempts = o.Status, o.PaymentStatus, max(v.Attempts, o.Attempts)
-		if o.TransactionKey != "" {
-			v.TransactionKey = o.TransactionKey
-		}
-		if v.Reason == "" {
-			v.Reason = o.PaymentReason
-		}
-	}
-	return v
-}
-
-func (v OrderView) found() bool {
-	return v.Sources["workflow"] == "ok" || v.Sources["database"] == "ok"
-}
-
-func (v OrderView) text() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "order %s: %s (payment %s)", v.OrderID, v.Status, orDash(string(v.PaymentStatus)))
-	if v.TransactionKey != "" {
-		fmt.Fprintf(&b, "\n  transaction: %s", v.TransactionKey)
-	}
-	fmt.Fprintf(&b, "\n  attempts:    %d", v.Attempts)
-	if v.Reason != "" {
-		fmt.Fprintf(&b, "\n  reason:      %s", v.Reason)
-	}
-	if v.LastLookup != nil {
-		fmt.Fprintf(&b, "\n  last lookup: %s at %s", v.LastLookup.Result, v.LastLookup.At.Format(time.RFC3339))
-	}
-	if v.Deadline != nil {
-		fmt.Fprintf(&b, "\n  deadline:    %s", v.Deadline.Format(time.RFC3339))
-	}
-	fmt.Fprintf(&b, "\n  sources:     workflow %s; database %s", v.Sources["workflow"], v.Sources["database"])
-	return b.String()
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
+	return orders.Read(ctx, cl, st, orderID)
 }
 
 func runStatus(ctx context.Context, args []string, env Env) error {
@@ -253,13 +134,13 @@ func runStatus(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		v.Sources["workflow"] = "unreachable: " + err.Error()
 	}
-	if !v.found() {
-		if strings.HasPrefix(v.Sources["workflow"], "unreachable") && strings.HasPrefix(v.Sources["database"], "unreachable") {
+	if !v.Found() {
+		if v.Unreachable() {
 			return fmt.Errorf("status %s: neither Temporal nor PostgreSQL is reachable (%s; %s)", orderID, v.Sources["workflow"], v.Sources["database"])
 		}
 		return fmt.Errorf("unknown order %q (workflow: %s; database: %s)", orderID, v.Sources["workflow"], v.Sources["database"])
 	}
-	return c.print(v, v.text())
+	return c.print(v, v.Text())
 }
 
 func runCancel(ctx context.Context, args []string, env Env) error {
@@ -277,31 +158,12 @@ func runCancel(ctx context.Context, args []string, env Env) error {
 		return err
 	}
 	defer cl.Close()
-	id := workflows.PaymentWorkflowID(orderID)
-	desc, err := cl.DescribeWorkflow(ctx, id, "")
-	var notFound *serviceerror.NotFound
-	if errors.As(err, &notFound) {
-		return fmt.Errorf("unknown order %q", orderID)
-	}
+	err = orders.Cancel(ctx, cl, orderID, *wait, func(ctx context.Context) OrderView { return c.orderView(ctx, cl, orderID) })
 	if err != nil {
-		return fmt.Errorf("cancel %s: %v", orderID, loadgen.RootCause(err))
-	}
-	if st := desc.RawResponse.GetWorkflowExecutionInfo().GetStatus(); st != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		v := c.orderView(ctx, cl, orderID)
-		return fmt.Errorf("order %s already ended (%s, workflow %s): nothing to cancel", orderID, v.Status, strings.ToLower(st.String()))
-	}
-	if err := cl.CancelWorkflow(ctx, id, ""); err != nil {
-		return fmt.Errorf("cancel %s: %v", orderID, loadgen.RootCause(err))
-	}
-	if *wait {
-		err := cl.GetWorkflow(ctx, id, "").Get(ctx, nil)
-		var canceled *temporal.CanceledError
-		if err != nil && !errors.As(err, &canceled) {
-			return fmt.Errorf("cancel %s: %v", orderID, loadgen.RootCause(err))
-		}
+		return err
 	}
 	v := c.orderView(ctx, cl, orderID)
-	return c.print(v, v.text())
+	return c.print(v, v.Text())
 }
 
 func runStock(ctx context.Context, args []string, env Env) error {

@@ -92,3 +92,10 @@ func reconcileText(r workflows.ReconcileResult) string {
 	}
 	return strings.TrimRight(b.String(), "\n")
 }
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

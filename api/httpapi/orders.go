@@ -1,0 +1,257 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/payguard/payguard/ids"
+	"github.com/payguard/payguard/loadgen"
+	"github.com/payguard/payguard/orders"
+	"github.com/payguard/payguard/status"
+	"github.com/payguard/payguard/store"
+	"github.com/payguard/payguard/workflows"
+)
+
+// OrderAnswer is POST /api/v1/orders's answer: the order's first step.
+type OrderAnswer struct {
+	OrderID        string         `json:"orderId"`
+	Status         status.Order   `json:"status"`
+	PaymentStatus  status.Payment `json:"paymentStatus"`
+	TransactionKey string         `json:"transactionKey,omitempty"`
+}
+
+// OrderPath is an order's URL, the Location of a placed one.
+func OrderPath(orderID string) string { return "/api/v1/orders/" + orderID }
+
+// answer is an HTTP answer as kept under an Idempotency-Key.
+type answer struct {
+	code int
+	body []byte
+}
+
+func problemAnswer(p Problem) answer {
+	body, _ := json.Marshal(p)
+	return answer{code: p.Status, body: append(body, '\n')}
+}
+
+func (a answer) write(w http.ResponseWriter, orderID string) {
+	if a.code >= 400 {
+		w.Header().Set("Content-Type", ProblemContentType)
+		w.Header().Set("Cache-Control", "no-store")
+		w.WriteHeader(a.code)
+		_, _ = w.Write(a.body)
+		return
+	}
+	if a.code == http.StatusCreated || a.code == http.StatusOK {
+		w.Header().Set("Location", OrderPath(orderID))
+	}
+	writeBody(w, a.code, a.body)
+}
+
+// placeOrder is POST /api/v1/orders: everything is checked before anything
+// is reserved, then the order's workflow starts and the answer waits for
+// its first step, at most FirstAnswerWait.
+func (s *Server) placeOrder(w http.ResponseWriter, r *http.Request) {
+	var req OrderRequest
+	if p := readJSON(w, r, &req); p != nil {
+		writeProblem(w, *p)
+		return
+	}
+	user := r.Header.Get(HeaderUser)
+	orderID := req.OrderID
+	if orderID == "" {
+		orderID = loadgen.NewOrderID()
+	}
+	in, err := req.input(user, orderID)
+	if err != nil {
+		writeProblem(w, problem(http.StatusBadRequest, CodeInvalid, err.Error()))
+		return
+	}
+	key, keyed := r.Header.Get(HeaderIdempotencyKey), len(r.Header.Values(HeaderIdempotencyKey)) > 0
+	if keyed {
+		if err := checkIdempotencyKey(key); err != nil || key == "" {
+			if err == nil {
+				err = fmt.Errorf("%s is empty", HeaderIdempotencyKey)
+			}
+			writeProblem(w, problem(http.StatusBadRequest, CodeInvalid, err.Error()))
+			return
+		}
+	}
+	ctx := r.Context()
+	// An unknown product would end the order REJECTED without a row the
+	// first answer could read: refused here, before anything starts.
+	if _, err := s.store.GetStock(ctx, in.ProductID); errors.Is(err, store.ErrUnknownProduct) {
+		writeProblem(w, problem(http.StatusNotFound, CodeUnknownProduct, fmt.Sprintf("unknown product %q", in.ProductID)))
+		return
+	} else if err != nil {
+		writeProblem(w, s.unavailable("database", err))
+		return
+	}
+	if !keyed {
+		a := s.place(ctx, in, false)
+		a.write(w, in.OrderID)
+		return
+	}
+	held, err := s.store.BeginIdempotent(ctx, user, key, req.fingerprint(user), in.OrderID, s.cfg.FirstAnswerWait+startTimeout+5*time.Second)
+	if err != nil {
+		writeProblem(w, s.unavailable("database", err))
+		return
+	}
+	switch held.State {
+	case store.StateMismatch:
+		writeProblem(w, problem(http.StatusUnprocessableEntity, CodeKeyMismatch,
+			fmt.Sprintf("%s %q was used for another request: a new request takes a new key", HeaderIdempotencyKey, key)))
+		return
+	case store.StateInFlight:
+		writeProblem(w, problem(http.StatusConflict, CodeKeyInFlight,
+			fmt.Sprintf("a request under %s %q is still in flight: retry when it has answered", HeaderIdempotencyKey, key)))
+		return
+	case store.StateAnswered:
+		w.Header().Set(HeaderReplayed, "true")
+		code := held.Code
+		if code == http.StatusCreated {
+			code = http.StatusOK
+		}
+		answer{code: code, body: held.Answer}.write(w, held.OrderID)
+		return
+	}
+	in.OrderID = held.OrderID
+	a := s.place(ctx, in, true)
+	// An answer that says nothing of the order (503) is not kept: the
+	// next request under the key takes it up and places the same order.
+	// The key is released on a context of its own, as the request's may
+	// have ended.
+	keep, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if a.code >= 500 {
+		_ = s.store.ReleaseIdempotent(keep, user, key)
+	} else if err := s.store.AnswerIdempotent(keep, user, key, a.code, a.body); err != nil {
+		s.log.Error("keep the answer of an idempotency key", "order_id", in.OrderID, "error", err.Error())
+	}
+	a.write(w, in.OrderID)
+}
+
+// startTimeout bounds the workflow's start.
+const startTimeout = 5 * time.Second
+
+// place starts the order and answers its first step. takeover accepts an
+// order already started: an earlier request under the same key placed it.
+func (s *Server) place(ctx context.Context, in workflows.PaymentInput, takeover bool) answer {
+	startCtx, cancel := context.WithTimeout(ctx, startTimeout)
+	_, err := loadgen.StartOrder(startCtx, s.temporal, s.cfg.TaskQueue, in)
+	cancel()
+	var placed *loadgen.AlreadyPlacedError
+	switch {
+	case errors.As(err, &placed) && !takeover:
+		p := problem(http.StatusConflict, CodeAlreadyPlaced, err.Error())
+		p.OrderID = in.OrderID
+		return problemAnswer(p)
+	case err != nil && !errors.As(err, &placed):
+		return problemAnswer(s.unavailable("temporal", err))
+	}
+	o, found := s.firstStep(ctx, in.OrderID)
+	if found && (o.ProductID != in.ProductID || o.Quantity != in.Quantity || o.Amount != in.Amount || o.UserID != in.UserID) {
+		p := problem(http.StatusConflict, CodeAlreadyPlaced, fmt.Sprintf("order %s was placed with other details", in.OrderID))
+		p.OrderID = in.OrderID
+		return problemAnswer(p)
+	}
+	if o.Status == status.OrderRejected {
+		p := problem(http.StatusConflict, CodeOutOfStock, fmt.Sprintf("product %s has fewer than %d available: the order is REJECTED, nothing reserved",
+			in.ProductID, in.Quantity))
+		p.OrderID, p.OrderStatus = in.OrderID, string(o.Status)
+		return problemAnswer(p)
+	}
+	a := OrderAnswer{OrderID: in.OrderID, Status: o.Status, PaymentStatus: o.PaymentStatus, TransactionKey: o.TransactionKey}
+	if !found {
+		a.Status = status.OrderReserving
+	}
+	body, _ := json.Marshal(a)
+	return answer{code: http.StatusCreated, body: append(body, '\n')}
+}
+
+// firstStep waits for the order to leave RESERVING in the database
+// (reserved or rejected), at most FirstAnswerWait. The reservation is the
+// workflow's first step, a transaction of its own, so the row tells it
+// as soon as it commits; polls start a millisecond apart and back off.
+func (s *Server) firstStep(ctx context.Context, orderID string) (store.Order, bool) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.FirstAnswerWait)
+	defer cancel()
+	var last store.Order
+	found := false
+	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
+		o, err := s.store.GetOrder(ctx, orderID)
+		if err == nil {
+			last, found = o, true
+			if o.Status != status.OrderReserving {
+				return o, true
+			}
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return last, found
+		case <-t.C:
+		}
+	}
+}
+
+// getOrder is GET /api/v1/orders/{orderId}: the order as `starter status`
+// shows it.
+func (s *Server) getOrder(w http.ResponseWriter, r *http.Request) {
+	orderID := r.PathValue("orderId")
+	if err := ids.CheckOrder(orderID); err != nil {
+		writeProblem(w, problem(http.StatusBadRequest, CodeInvalid, err.Error()))
+		return
+	}
+	v := orders.Read(r.Context(), s.temporal, s.store, orderID)
+	if !v.Found() {
+		if v.Unreachable() {
+			writeProblem(w, problem(http.StatusServiceUnavailable, CodeUnavailable,
+				fmt.Sprintf("neither Temporal nor PostgreSQL is reachable (%s; %s)", v.Sources["workflow"], v.Sources["database"])))
+			return
+		}
+		writeProblem(w, problem(http.StatusNotFound, CodeNotFound,
+			fmt.Sprintf("unknown order %q (workflow: %s; database: %s)", orderID, v.Sources["workflow"], v.Sources["database"])))
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+// cancelOrder is POST /api/v1/orders/{orderId}/cancel, the operator's
+// cancel: it is asked for and answered 202 with the order as it stands;
+// the compensation goes on in the workflow.
+func (s *Server) cancelOrder(w http.ResponseWriter, r *http.Request) {
+	orderID := r.PathValue("orderId")
+	if err := ids.CheckOrder(orderID); err != nil {
+		writeProblem(w, problem(http.StatusBadRequest, CodeInvalid, err.Error()))
+		return
+	}
+	ctx := r.Context()
+	view := func(ctx context.Context) orders.View { return orders.Read(ctx, s.temporal, s.store, orderID) }
+	err := orders.Cancel(ctx, s.temporal, orderID, false, view)
+	var ended *orders.EndedError
+	switch {
+	case errors.Is(err, orders.ErrUnknownOrder):
+		writeProblem(w, problem(http.StatusNotFound, CodeNotFound, err.Error()))
+	case errors.As(err, &ended):
+		p := problem(http.StatusConflict, CodeAlreadyEnded, err.Error())
+		p.OrderID, p.OrderStatus = orderID, string(ended.Status)
+		writeProblem(w, p)
+	case err != nil:
+		writeProblem(w, s.unavailable("temporal", err))
+	default:
+		writeJSON(w, http.StatusAccepted, view(ctx))
+	}
+}
+
+// unavailable is the 503 of a dependency that failed; the detail names it
+// without its error's internals, which go to the log.
+func (s *Server) unavailable(what string, err error) Problem {
+	s.log.Error("dependency failed", "dependency", what, "error", err.Error())
+	return problem(http.StatusServiceUnavailable, CodeUnavailable, fmt.Sprintf("%s is unavailable: retry later", what))
+}

@@ -1,0 +1,120 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"time"
+)
+
+// IdempotencyTTL is how long an Idempotency-Key and its answer are kept.
+const IdempotencyTTL = 24 * time.Hour
+
+// Idempotent is where a request under an Idempotency-Key stands.
+type Idempotent struct {
+	State   IdempotentState
+	OrderID string // the order the key placed (or places now)
+	// Code and Answer are the first answer, for StateAnswered.
+	Code   int
+	Answer []byte
+}
+
+// IdempotentState says what a request under a key must do.
+type IdempotentState int
+
+const (
+	// StateFirst: this request holds the key and places OrderID; a
+	// request taking up a key whose holder vanished (its lease ran out)
+	// is first too, and places the same order.
+	StateFirst IdempotentState = iota
+	// StateInFlight: another request holds the key now.
+	StateInFlight
+	// StateAnswered: the key's first answer is Code and Answer.
+	StateAnswered
+	// StateMismatch: the key was used for another request.
+	StateMismatch
+)
+
+// BeginIdempotent takes the key of a request whose fingerprint is hash, or
+// reports who has it. orderID is the order a first request places; lease
+// bounds how long this request holds the key unanswered. A key older than
+// IdempotencyTTL is as good as new.
+func (s *Store) BeginIdempotent(ctx context.Context, userID, key string, hash []byte, orderID string, lease time.Duration) (Idempotent, error) {
+	var out Idempotent
+	err := s.inTx(ctx, func(tx *tx) error {
+		tag, err := tx.Exec(ctx, `
+			INSERT INTO idempotency_keys (user_id, key, request_hash, order_id, locked_until)
+			VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5))
+			ON CONFLICT (user_id, key) DO UPDATE
+			SET request_hash = EXCLUDED.request_hash, order_id = EXCLUDED.order_id, status_code = NULL, answer = NULL,
+			    locked_until = EXCLUDED.locked_until, created_at = now()
+			WHERE idempotency_keys.created_at <= now() - make_interval(secs => $6)`,
+			userID, key, hash, orderID, lease.Seconds(), IdempotencyTTL.Seconds())
+		if err != nil {
+			return fmt.Errorf("take idempotency key: %w", err)
+		}
+		if tag.RowsAffected() == 1 {
+			out = Idempotent{State: StateFirst, OrderID: orderID}
+			return nil
+		}
+		var (
+			had    []byte
+			code   *int
+			answer []byte
+			held   bool
+		)
+		err = tx.QueryRow(ctx, `
+			SELECT request_hash, order_id, status_code, answer, coalesce(locked_until > now(), false)
+			FROM idempotency_keys WHERE user_id = $1 AND key = $2 FOR UPDATE`, userID, key).
+			Scan(&had, &out.OrderID, &code, &answer, &held)
+		if err != nil {
+			return fmt.Errorf("read idempotency key: %w", err)
+		}
+		switch {
+		case held:
+			out.State = StateInFlight
+		case !bytes.Equal(had, hash):
+			out.State = StateMismatch
+		case code != nil:
+			out.State, out.Code, out.Answer = StateAnswered, *code, answer
+		default:
+			out.State = StateFirst
+			_, err = tx.Exec(ctx, `UPDATE idempotency_keys SET locked_until = now() + make_interval(secs => $3)
+				WHERE user_id = $1 AND key = $2`, userID, key, lease.Seconds())
+		}
+		return err
+	})
+	return out, err
+}
+
+// AnswerIdempotent keeps the first answer under the key for its repeats.
+func (s *Store) AnswerIdempotent(ctx context.Context, userID, key string, code int, answer []byte) error {
+	_, err := s.pool.Exec(ctx, `UPDATE idempotency_keys SET status_code = $3, answer = $4, locked_until = NULL
+		WHERE user_id = $1 AND key = $2`, userID, key, code, answer)
+	if err != nil {
+		return fmt.Errorf("keep the answer of idempotency key: %w", err)
+	}
+	return nil
+}
+
+// ReleaseIdempotent lets the next request under the key take it up at once
+// (this one could not answer): it places the same order, whose one
+// workflow id makes a second start of it the first one.
+func (s *Store) ReleaseIdempotent(ctx context.Context, userID, key string) error {
+	_, err := s.pool.Exec(ctx, `UPDATE idempotency_keys SET locked_until = NULL
+		WHERE user_id = $1 AND key = $2 AND status_code IS NULL`, userID, key)
+	if err != nil {
+		return fmt.Errorf("release idempotency key: %w", err)
+	}
+	return nil
+}
+
+// PurgeIdempotent deletes the keys older than IdempotencyTTL.
+func (s *Store) PurgeIdempotent(ctx context.Context) (int64, error) {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM idempotency_keys WHERE created_at <= now() - make_interval(secs => $1)`,
+		IdempotencyTTL.Seconds())
+	if err != nil {
+		return 0, fmt.Errorf("purge idempotency keys: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
