@@ -13,10 +13,11 @@ TEMPORAL      := $(BIN)/temporal
 STATICCHECK   := $(BIN)/staticcheck
 WORKFLOWCHECK := $(BIN)/workflowcheck
 
-.PHONY: help tools postgres codec-key check fmt-check vet staticcheck workflowcheck test test-short ci build demo chaos chaos-ci bench dev-server pgsim worker record-histories config-doc chromium promtool
+.PHONY: help tools postgres codec-key check fmt-check vet staticcheck workflowcheck test test-short ci build demo demo-api chaos chaos-ci bench dev-server pgsim worker record-histories config-doc chromium promtool
 
 help:
 	@echo "make demo   - the outage demo on the real stack (see README)"
+	@echo "make demo-api - the same outage, every order placed through the HTTP order API"
 	@echo "make ci     - formatting, vet, staticcheck, workflowcheck and all tests"
 	@echo "make test-short - the tests that need no service (PostgreSQL, Temporal, Chromium, promtool), for the edit-test loop"
 	@echo "make build  - build pgsim, worker and starter into bin/"
@@ -101,11 +102,15 @@ test-short:
 ci: tools postgres check test chaos-ci
 
 build:
-	go build -o $(BIN)/ ./pgsim ./worker ./starter ./demo ./chaos
+	go build -o $(BIN)/ ./pgsim ./worker ./starter ./api ./demo ./chaos
 
 # The main job: the outage demo on a real local stack (DEMO_EXIT=1 to exit when done).
 demo: $(TEMPORAL) postgres build
 	$(BIN)/demo $(DEMO_ARGS)
+
+# The same outage with every order placed through the HTTP order API.
+demo-api: $(TEMPORAL) postgres build
+	$(BIN)/demo --via api --out demo-api-out $(DEMO_ARGS)
 
 # Chaos: SEEDS runs from SEED on, each with its own stack; exit 1 if any
 # run found a violation (chaos-out/report.json, or chaos-out/seed-N/ for a soak).

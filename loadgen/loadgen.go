@@ -42,6 +42,10 @@ type Config struct {
 	OnBreakerChange func(BreakerChange)
 	// BeganAt, when set, is time zero of the run's offsets.
 	BeganAt time.Time
+	// Place places one order, its first answer timed as the order's start;
+	// nil starts its workflow on TaskQueue (StartOrder). Either way the
+	// order is followed to its end through its workflow.
+	Place func(ctx context.Context, in workflows.PaymentInput) error
 }
 
 // Where names the breaker and, in a fleet, the worker that saw the change.
@@ -166,6 +170,13 @@ func Run(ctx context.Context, cl client.Client, cfg Config, progress io.Writer) 
 		go func() { defer watchers.Done(); w.run(watchCtx) }()
 	}
 
+	place := cfg.Place
+	if place == nil {
+		place = func(ctx context.Context, in workflows.PaymentInput) error {
+			_, err := StartOrder(ctx, cl, cfg.TaskQueue, in)
+			return err
+		}
+	}
 	waitCtx, cancelWait := context.WithTimeout(ctx, cfg.Duration+cfg.WaitTimeout)
 	defer cancelWait()
 	total := cfg.total()
@@ -201,7 +212,7 @@ launch:
 		go func() {
 			defer wg.Done()
 			start := time.Now()
-			run, err := StartOrder(ctx, cl, cfg.TaskQueue, f.Input(id))
+			err := place(ctx, f.Input(id))
 			startMs := millis(time.Since(start))
 			mu.Lock()
 			s.Orders[idx].StartMillis = startMs
@@ -215,7 +226,7 @@ launch:
 			s.Started++
 			mu.Unlock()
 			var st workflows.State
-			err = run.Get(waitCtx, &st)
+			err = cl.GetWorkflow(waitCtx, workflows.PaymentWorkflowID(id), "").Get(waitCtx, &st)
 			final := string(st.Status)
 			var canceled *temporal.CanceledError
 			switch {

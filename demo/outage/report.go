@@ -21,6 +21,9 @@ import (
 
 // Report is the demo's result: what the article measured, and the money.
 type Report struct {
+	// Via is how the orders were placed (--via): the first answer is a
+	// workflow start (temporal) or an HTTP answer of the API (api).
+	Via             string                  `json:"via"`
 	Rate            float64                 `json:"rate"`
 	DurationSeconds float64                 `json:"durationSeconds"`
 	Gateway         []GatewayEvent          `json:"gatewayEvents"`
@@ -166,7 +169,12 @@ func (r Report) Text() string {
 	fmt.Fprintf(w, "  outage -> OPEN\t%s\t(lookup breaker; article: 2 s)\n", secs(r.OutageToOpen))
 	fmt.Fprintf(w, "  recovery -> CLOSED\t%s\t(lookup breaker; article: HALF_OPEN 5 s after recovery, then 3 good calls)\n", secs(r.RecoveryToClose))
 	fmt.Fprintf(w, "  create breaker\topen %s after the outage, closed %s after recovery\n", secs(r.CreateOutageToOpen), secs(r.CreateRecoveryToClose))
-	fmt.Fprintf(w, "\n  orders started\t%d\n", r.Started)
+	firstAnswer := "workflow started"
+	if r.Via == ViaAPI {
+		firstAnswer = "POST /api/v1/orders answered"
+	}
+	fmt.Fprintf(w, "\n  orders placed via\t%s\t(first answer: %s)\n", orDefault(r.Via, ViaTemporal), firstAnswer)
+	fmt.Fprintf(w, "  orders started\t%d\n", r.Started)
 	fmt.Fprintf(w, "  orders failed to start\t%d\t(article: 0%% HTTP failures)\n", r.FailedToStart)
 	keys := make([]string, 0, len(r.Final))
 	for k := range r.Final {
@@ -361,4 +369,11 @@ func (r Report) lookupChanges() []loadgen.BreakerChange {
 		}
 	}
 	return out
+}
+
+func orDefault(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
 }

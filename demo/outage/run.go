@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -18,12 +19,14 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/payguard/payguard/api/httpapi"
 	"github.com/payguard/payguard/codec"
 	"github.com/payguard/payguard/config"
 	"github.com/payguard/payguard/internal/devserver"
 	"github.com/payguard/payguard/internal/process"
 	"github.com/payguard/payguard/loadgen"
 	"github.com/payguard/payguard/store"
+	"github.com/payguard/payguard/workflows"
 )
 
 // Addresses of the local stack: each process's defaults (docs/design.md §4–6),
@@ -34,6 +37,13 @@ const (
 	gatewayAddr  = config.DefaultPgsimAddr
 	adminAddr    = config.DefaultPgsimAdminAddr
 	workerAddr   = config.DefaultWorkerAddr
+	apiAddr      = httpapi.DefaultAddr
+)
+
+// How the demo's orders are placed (--via).
+const (
+	ViaTemporal = "temporal" // the workflow started with the Temporal client, as `starter load` does
+	ViaAPI      = "api"      // POST /api/v1/orders through the HTTP API, as a checkout would
 )
 
 // Options of the demo command.
@@ -49,6 +59,8 @@ type Options struct {
 	// Workers is how many worker processes share the fleet breaker; the
 	// first listens on the default address, the others on the ports after.
 	Workers int
+	// Via is ViaTemporal or ViaAPI.
+	Via string
 }
 
 // Run is the demo's main: start the stack, run the outage, report, then keep
@@ -64,6 +76,9 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	if o.Workers < 1 || o.Workers > 9 {
 		return fmt.Errorf("--workers must be 1 to 9, got %d", o.Workers)
+	}
+	if o.Via != ViaTemporal && o.Via != ViaAPI {
+		return fmt.Errorf("--via must be %s or %s, got %q", ViaTemporal, ViaAPI, o.Via)
 	}
 	return run(ctx, *o, getenv, stdout)
 }
@@ -87,6 +102,7 @@ func newFlagSet(getenv func(string) string) (*flag.FlagSet, *Options) {
 	fs.StringVar(&o.Out, "out", "demo-out", "where the logs, report and picture go")
 	fs.StringVar(&o.Bin, "bin", "bin", "where temporal, pgsim and worker binaries are")
 	fs.IntVar(&o.Workers, "workers", 1, "worker processes, sharing the lookup and create breakers through PostgreSQL (1-9)")
+	fs.StringVar(&o.Via, "via", ViaTemporal, "how orders are placed: temporal (the workflow started directly, as `starter load` does) or api (POST /api/v1/orders through the HTTP API on "+apiAddr+")")
 	fs.BoolVar(&o.Exit, "exit", getenv("DEMO_EXIT") == "1", "exit when done instead of keeping the stack up (env DEMO_EXIT=1)")
 	return fs, &o
 }
@@ -107,7 +123,11 @@ func run(ctx context.Context, o Options, getenv func(string) string, stdout io.W
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return err
 	}
-	for _, addr := range append([]string{temporalAddr, uiAddr, gatewayAddr, adminAddr}, workerAddrs...) {
+	addrs := append([]string{temporalAddr, uiAddr, gatewayAddr, adminAddr}, workerAddrs...)
+	if o.Via == ViaAPI {
+		addrs = append(addrs, apiAddr)
+	}
+	for _, addr := range addrs {
 		if l, err := net.Listen("tcp", addr); err != nil {
 			return fmt.Errorf("port %s is taken (another payguard stack or dev server running?): stop it first", addr)
 		} else {
@@ -166,6 +186,19 @@ func run(ctx context.Context, o Options, getenv func(string) string, stdout io.W
 		}
 	}
 
+	var place func(context.Context, workflows.PaymentInput) error
+	if o.Via == ViaAPI {
+		say("Starting the order API (%s)...", apiAddr)
+		api, err := procs.start("api", filepath.Join(o.Bin, "api"), "--codec-key-file", temporalCfg.CodecKeyFile)
+		if err != nil {
+			return err
+		}
+		if err := api.WaitFor(ctx, 60*time.Second, "health", process.HTTPOK("http://"+apiAddr+"/healthz")); err != nil {
+			return fmt.Errorf("the API did not come up: %w", err)
+		}
+		place = httpapi.Placer("http://"+apiAddr, "", &http.Client{Timeout: 30 * time.Second})
+	}
+
 	products := []string{"P1", "P2", "P3"}
 	st, err := store.Open(ctx, dbURL)
 	if err != nil {
@@ -182,7 +215,7 @@ func run(ctx context.Context, o Options, getenv func(string) string, stdout io.W
 	scenario := Scenario{
 		Load: loadgen.Config{Rate: o.Rate, Duration: o.Duration, Products: products, TaskQueue: config.DefaultTaskQueue,
 			Order:       loadgen.Order{Qty: 1, Amount: 12_000, User: "demo-user", CardType: "SAMSUNG", CardNo: "1234-5678-9814-1451", Deadline: o.Deadline},
-			WaitTimeout: o.Deadline + time.Minute},
+			WaitTimeout: o.Deadline + time.Minute, Place: place},
 		DownAt: o.DownAt, UpAt: o.UpAt, AdminURL: "http://" + adminAddr, MetricsURL: "http://" + workerAddr + "/metrics",
 		FleetMetricsURLs: fleetMetrics, Say: say,
 	}
@@ -195,6 +228,7 @@ func run(ctx context.Context, o Options, getenv func(string) string, stdout io.W
 		return err
 	}
 	report := BuildReport(sum, events, stats, lookups)
+	report.Via = o.Via
 	if report.OpenBreakerRefusal, report.OpenBreakerRefusalByEndpoint, err = ScrapeOpenBreakerRefusal(context.Background(), "http://"+workerAddr+"/metrics"); err != nil {
 		return err
 	}

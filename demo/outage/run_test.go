@@ -121,3 +121,47 @@ wait:
 		}, addr+" closed: nothing left running")
 	}
 }
+
+// The same outage through the HTTP order API (make demo-api), a 20 s
+// smoke: every order is a POST answered 201, none fails, all end final and
+// nothing is charged twice; with --exit the demo leaves nothing running.
+func TestDemoThroughTheAPI(t *testing.T) {
+	bin := t.TempDir()
+	for _, pkg := range []string{"./demo", "./worker", "./pgsim", "./api"} {
+		require.NoError(t, os.Rename(testenv.BuildBinary(t, pkg), filepath.Join(bin, filepath.Base(pkg))))
+	}
+	cli, err := devserver.TemporalCLI()
+	require.NoError(t, err)
+	require.NoError(t, os.Symlink(cli, filepath.Join(bin, "temporal")))
+	out := t.TempDir()
+	cmd := exec.Command(filepath.Join(bin, "demo"), "--bin", bin, "--out", out, "--via", outage.ViaAPI, "--exit",
+		"--rate", "3", "--duration", "20s", "--down-at", "5s", "--up-at", "10s", "--deadline", "30s")
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+testenv.NewDatabase(t),
+		codec.KeyFileEnv+"="+filepath.Join(out, "codec-keys"), codec.KeysEnv+"=")
+	output, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", output)
+	assert.Contains(t, string(output), "orders placed via       api")
+
+	var report outage.Report
+	raw, err := os.ReadFile(filepath.Join(out, "report.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(raw, &report))
+	assert.Equal(t, outage.ViaAPI, report.Via)
+	assert.Equal(t, 60, report.Started)
+	assert.Zero(t, report.FailedToStart, "no request failed")
+	assert.Equal(t, 60, report.FirstAnswerClosed.Count+report.FirstAnswerOpen.Count, "every order answered")
+	assert.Positive(t, report.FirstAnswerOpen.Count, "answers while the breaker was not closed")
+	assert.Equal(t, 60, report.Outcomes.Final, "every order final")
+	assert.Zero(t, report.OrdersChargedTwice)
+	t.Logf("first answer: closed p50 %.1f p95 %.1f ms, open p50 %.1f p95 %.1f ms; lost %s",
+		report.FirstAnswerClosed.P50, report.FirstAnswerClosed.P95, report.FirstAnswerOpen.P50, report.FirstAnswerOpen.P95, report.Outcomes.LostLine())
+	for _, addr := range []string{"127.0.0.1:7233", "127.0.0.1:8090", "127.0.0.1:8081", "127.0.0.1:8080"} {
+		testenv.Eventually(t, 10*time.Second, func() bool {
+			c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+			if err == nil {
+				c.Close()
+			}
+			return err != nil
+		}, addr+" closed: nothing left running")
+	}
+}
