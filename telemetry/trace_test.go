@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/payguard/payguard/api/httpapi"
 	"github.com/payguard/payguard/internal/testenv"
 	"github.com/payguard/payguard/pgsim/simulator"
 	"github.com/payguard/payguard/starter/cli"
@@ -21,7 +24,7 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// Each order placed with the starter is one trace, from the starter's
+// Each order placed with the starter or the HTTP API is one trace, from the starter's
 // StartWorkflow through the workflow and its activities to the gateway call,
 // pgsim's handling of it, and pgsim's callback back into the workflow — on
 // the real dev server, PostgreSQL and pgsim, with spans caught in process.
@@ -39,7 +42,7 @@ func TestOneTracePerOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	orders := []string{"trace-0001", "trace-0002"}
-	for _, id := range orders {
+	for _, id := range orders[:2] {
 		var out bytes.Buffer
 		err := cli.Run(context.Background(), []string{"order", "--product", "P1", "--qty", "1", "--amount", "500", "--order-id", id, "--wait", "--json"},
 			cli.Env{Getenv: s.Getenv, Stdout: &out, Stderr: &out})
@@ -47,6 +50,24 @@ func TestOneTracePerOrder(t *testing.T) {
 			t.Fatalf("order %s: %v\n%s", id, err, out.String())
 		}
 	}
+
+	// And one through the HTTP order API: its trace begins at the request.
+	api := s.StartAPI(t, nil)
+	body := `{"orderId":"trace-api-01","productId":"P1","quantity":1,"amount":500,"cardType":"KB","cardNo":"1234-5678-9814-1451"}`
+	req, err := http.NewRequest(http.MethodPost, "http://"+api.Addr()+"/api/v1/orders", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set(httpapi.HeaderUser, "user-1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("POST /api/v1/orders: HTTP %d", resp.StatusCode)
+	}
+	orders = append(orders, "trace-api-01")
 
 	// Every span of a trace ends by the time the callback's signal is
 	// handled and the workflow's last task is done; wait for them.
@@ -80,7 +101,7 @@ func TestOneTracePerOrder(t *testing.T) {
 		}
 		return true
 	}, "every expected span in each order's trace")
-	if traces[orders[0]] == traces[orders[1]] {
+	if traces[orders[0]] == traces[orders[1]] || traces[orders[1]] == traces[orders[2]] {
 		t.Fatal("two orders share one trace")
 	}
 
@@ -101,8 +122,12 @@ func TestOneTracePerOrder(t *testing.T) {
 			}
 			return ""
 		}
-		for child, parent := range map[string]string{"gateway POST": "RunActivity:RequestPayment", "pgsim POST": "gateway POST",
-			"callback POST": "pgsim callback POST", "SignalWorkflow:" + workflows.CallbackSignal: "callback POST"} {
+		parents := map[string]string{"gateway POST": "RunActivity:RequestPayment", "pgsim POST": "gateway POST",
+			"callback POST": "pgsim callback POST", "SignalWorkflow:" + workflows.CallbackSignal: "callback POST"}
+		if id == "trace-api-01" {
+			parents["StartWorkflow:"+workflows.PaymentWorkflowName] = "api POST"
+		}
+		for child, parent := range parents {
 			if got := parentOf(child); got != parent {
 				t.Errorf("%s: the parent of %q is %q, want %q", id, child, got, parent)
 			}
