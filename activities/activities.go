@@ -252,7 +252,7 @@ func (a *Activities) CancelPayments(ctx context.Context, in CancelInput) (Cancel
 			if err != nil {
 				return CancelResult{}, storeError(err)
 			}
-			if first {
+			if first && !in.Requested {
 				a.observe.ChargeRefunded()
 			}
 			out.Refunded++

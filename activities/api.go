@@ -74,6 +74,7 @@ const (
 
 	CommitReservation  = store.CommitReservation
 	ReleaseReservation = store.ReleaseReservation
+	ReturnReservation  = store.ReturnReservation
 )
 
 // ReserveInput opens an order and holds its stock.
@@ -204,6 +205,9 @@ type CancelInput struct {
 	// SearchByOrder also cancels transactions the workflow never learned of,
 	// found by order id: needed after an unknown create outcome.
 	SearchByOrder bool `json:"searchByOrder,omitempty"`
+	// Requested is a refund the customer asked for: not counted among the
+	// charges refunded because their order could not keep them.
+	Requested bool `json:"requested,omitempty"`
 }
 
 // CancelResult is what each cancel left behind.
@@ -223,7 +227,7 @@ type SettleInput struct {
 	Payment        status.Payment `json:"payment,omitempty"`
 	TransactionKey string         `json:"transactionKey,omitempty"`
 	Reason         string         `json:"reason,omitempty"`
-	Reservation    string         `json:"reservation,omitempty"` // "", CommitReservation or ReleaseReservation
+	Reservation    string         `json:"reservation,omitempty"` // "", CommitReservation, ReleaseReservation or ReturnReservation
 	Cause          string         `json:"cause"`
 	// Unsearched is CancelOrder's: the caller did not search the gateway by
 	// order id, and is refused (ErrGatewayNotSearched) when a create of the

@@ -231,6 +231,8 @@ func (w *Sweeper) SweepBatch(ctx context.Context, in SweepBatchInput) (SweepBatc
 //   - FAILED, CANCELLED or REJECTED with a SUCCESS: refund it;
 //   - CONFIRMED whose own transaction is SUCCESS, with another SUCCESS:
 //     refund the other, never the order's own;
+//   - CONFIRMED and REFUNDED whose own transaction is CANCELLED: as it
+//     should be; any SUCCESS is refunded;
 //   - CONFIRMED whose own transaction is not SUCCESS: flag, touch no money
 //     (another SUCCESS then is not refunded either: which charge is the
 //     order's is exactly what is in doubt).
@@ -259,6 +261,14 @@ func Classify(o store.Order, txs []gateway.Transaction) []Finding {
 	if o.Status != status.OrderConfirmed {
 		for _, tx := range successes {
 			out = append(out, charge(o, tx, FindingLateSuccess, ActionRefund))
+		}
+		return out
+	}
+	if o.PaymentStatus == status.PaymentRefunded && own != nil && own.Status == gateway.StatusCancelled {
+		// Refunded in full (at the customer's request), as the books say:
+		// any SUCCESS left is a charge for nothing.
+		for _, tx := range successes {
+			out = append(out, charge(o, tx, FindingSecondSuccess, ActionRefund))
 		}
 		return out
 	}

@@ -20,6 +20,11 @@ func TestClassify(t *testing.T) {
 	order := func(st status.Order, reservation, key string) store.Order {
 		return store.Order{OrderID: "o1", Status: st, Reservation: reservation, TransactionKey: key, Amount: 5000}
 	}
+	refunded := func() store.Order {
+		o := order(status.OrderConfirmed, store.ReservationReturned, "k1")
+		o.PaymentStatus = status.PaymentRefunded
+		return o
+	}
 	type want struct{ finding, action, key string }
 	cases := []struct {
 		name  string
@@ -52,6 +57,13 @@ func TestClassify(t *testing.T) {
 			[]gateway.Transaction{{OrderID: "o2", TransactionKey: "x", Status: gateway.StatusSuccess}}, nil},
 		{"cancelled, stock held: release", order(status.OrderCancelled, store.ReservationHeld, ""), nil,
 			[]want{{activities.FindingReservationHeld, activities.ActionRelease, ""}}},
+		{"confirmed and refunded at the customer's request: nothing", refunded(),
+			[]gateway.Transaction{tx("k1", gateway.StatusCancelled)}, nil},
+		{"confirmed and refunded, a SUCCESS left: refund it", refunded(),
+			[]gateway.Transaction{tx("k1", gateway.StatusCancelled), tx("k2", gateway.StatusSuccess)},
+			[]want{{activities.FindingSecondSuccess, activities.ActionRefund, "k2"}}},
+		{"confirmed and refunded, own SUCCESS: left alone (the refund records only what the gateway cancelled)", refunded(),
+			[]gateway.Transaction{tx("k1", gateway.StatusSuccess)}, nil},
 		{"confirmed, stock held: commit", order(status.OrderConfirmed, store.ReservationHeld, "k1"),
 			[]gateway.Transaction{tx("k1", gateway.StatusSuccess)}, []want{{activities.FindingReservationHeld, activities.ActionCommit, ""}}},
 	}

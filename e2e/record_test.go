@@ -46,7 +46,7 @@ func TestRecordReplayHistories(t *testing.T) {
 	}
 	// sweepID is the newest sweep's workflow id: a sweep is started by the
 	// starter under an id of its own, not the order's.
-	var sweepID string
+	var sweepID, refundID string
 	paths := []struct {
 		name string
 		run  func(orderID string)
@@ -135,6 +135,17 @@ func TestRecordReplayHistories(t *testing.T) {
 			require.NoError(t, err)
 			require.NotEmpty(t, list.Executions)
 			sweepID = list.Executions[0].Execution.WorkflowId
+		}, status.OrderConfirmed},
+		// RefundWorkflow refunding a CONFIRMED order in full at the
+		// customer's request (starter refund), recorded under its own id.
+		{"refund_order", func(id string) {
+			placeOrder(t, s, id, "P1", 1)
+			waitOrder(t, s, id, status.OrderPending, 30*time.Second)
+			resolve(id, "SUCCESS", true)
+			waitOrder(t, s, id, status.OrderConfirmed, 30*time.Second)
+			out, err := starter(ctx, s, "refund", id, "--json")
+			require.NoError(t, err, out)
+			refundID = workflows.RefundWorkflowID(id, keyOf(id))
 		}, status.OrderConfirmed},
 		{"deadline_compensation", func(id string) {
 			placeOrder(t, s, id, "P1", 1, "--deadline", "3s")
@@ -244,8 +255,11 @@ func TestRecordReplayHistories(t *testing.T) {
 			waitOrder(t, s, id, p.want, 60*time.Second)
 		}
 		wfID := workflows.PaymentWorkflowID(id)
-		if p.name == "reconcile_sweep" {
+		switch p.name {
+		case "reconcile_sweep":
 			wfID = sweepID
+		case "refund_order":
+			wfID = refundID
 		}
 		// Waits until the workflow has closed, however it ended.
 		_ = testenv.Temporal(t).GetWorkflow(ctx, wfID, "").Get(ctx, nil)

@@ -29,6 +29,9 @@ const (
 	ReservationHeld      = "HELD"
 	ReservationCommitted = "COMMITTED"
 	ReservationReleased  = "RELEASED"
+	// ReservationReturned: a COMMITTED reservation whose order was refunded
+	// in full; its units are available again.
+	ReservationReturned = "RETURNED"
 )
 
 // Order is an order with its reservation and payment as the database holds them.
@@ -139,16 +142,22 @@ func checkIDs(o NewOrder) error {
 	return nil
 }
 
-// settleReservation moves a HELD reservation to COMMITTED or RELEASED. The
-// conditional UPDATE locks the row, so of two concurrent settlements exactly
-// one matches; the other then sees the settled state.
+// settleReservation moves a HELD reservation to COMMITTED or RELEASED, or a
+// COMMITTED one to RETURNED (its order refunded in full: the sold units
+// are available again). The conditional UPDATE locks the row, so of two
+// concurrent settlements exactly one matches; the other then sees the
+// settled state.
 func settleReservation(ctx context.Context, tx *tx, orderID, to, cause string) error {
+	from := ReservationHeld
+	if to == ReservationReturned {
+		from = ReservationCommitted
+	}
 	var productID string
 	var qty int64
 	err := tx.QueryRow(ctx, `
 		UPDATE reservations SET state = $2, settled_at = now()
-		WHERE order_id = $1 AND state = 'HELD'
-		RETURNING product_id, quantity`, orderID, to).Scan(&productID, &qty)
+		WHERE order_id = $1 AND state = $3
+		RETURNING product_id, quantity`, orderID, to, from).Scan(&productID, &qty)
 	if errors.Is(err, pgx.ErrNoRows) {
 		var current string
 		err := tx.QueryRow(ctx, `SELECT state FROM reservations WHERE order_id = $1`, orderID).Scan(&current)
@@ -167,13 +176,16 @@ func settleReservation(ctx context.Context, tx *tx, orderID, to, cause string) e
 		return fmt.Errorf("settle reservation: %w", err)
 	}
 	update := `UPDATE products SET reserved = reserved - $2, sold = sold + $2, updated_at = now() WHERE product_id = $1`
-	if to == ReservationReleased {
+	switch to {
+	case ReservationReleased:
 		update = `UPDATE products SET reserved = reserved - $2, available = available + $2, updated_at = now() WHERE product_id = $1`
+	case ReservationReturned:
+		update = `UPDATE products SET sold = sold - $2, available = available + $2, updated_at = now() WHERE product_id = $1`
 	}
 	if _, err := tx.Exec(ctx, update, productID, qty); err != nil {
 		return fmt.Errorf("move stock: %w", err)
 	}
-	return appendEvent(tx, Event{OrderID: orderID, Kind: KindReservation, From: ReservationHeld, To: to, Cause: cause,
+	return appendEvent(tx, Event{OrderID: orderID, Kind: KindReservation, From: from, To: to, Cause: cause,
 		Detail: map[string]any{"product_id": productID, "quantity": qty}})
 }
 
@@ -182,6 +194,7 @@ const (
 	KeepReservation    = ""
 	CommitReservation  = ReservationCommitted
 	ReleaseReservation = ReservationReleased
+	ReturnReservation  = ReservationReturned
 )
 
 // Change is one step of an order's life: any of a reservation settlement, a
@@ -192,7 +205,7 @@ type Change struct {
 	Payment        status.Payment // "" leaves the payment's status alone
 	TransactionKey string         // recorded on the payment when not ""
 	Reason         string         // the gateway's reason, for FAILED payments
-	Reservation    string         // KeepReservation, CommitReservation or ReleaseReservation
+	Reservation    string         // KeepReservation, CommitReservation, ReleaseReservation or ReturnReservation
 	Cause          string         // why, in words, for the event log
 }
 

@@ -15,9 +15,14 @@ import (
 // It is how Outcomes tells an operator's cancel from an order lost.
 const CauseOperatorCancel = "cancelled by an operator"
 
+// CauseCustomerRefund is the cause a refund a client asked for records on
+// the payment's move to REFUNDED: a sale undone on purpose, not lost.
+const CauseCustomerRefund = "refunded at the customer's request"
+
 // Kinds of lost order (Outcome.Lost). A lost order is a sale the customer
 // wanted and did not get: it ended CANCELLED without an operator's cancel,
-// or its charge was refunded (payment REFUNDED) without one.
+// or its charge was refunded (payment REFUNDED) without one, nor at the
+// customer's request.
 const (
 	LostCancelled = "cancelled" // CANCELLED, nothing kept charged
 	LostRefunded  = "refunded"  // charged, then refunded
@@ -61,7 +66,8 @@ func (s *Store) Outcomes(ctx context.Context, orderIDs []string) ([]Outcome, err
 	rows, err := s.pool.Query(ctx, `
 		SELECT o.order_id, o.status, COALESCE(p.status, ''), op.cancelled,
 		       CASE WHEN op.cancelled THEN ''
-		            WHEN p.status = 'REFUNDED' THEN $3
+		            WHEN p.status = 'REFUNDED' AND NOT cr.refunded THEN $3
+		            WHEN p.status = 'REFUNDED' THEN ''
 		            WHEN o.status = 'CANCELLED' THEN $4
 		            ELSE '' END,
 		       o.created_at, f.at, o.deadline
@@ -71,13 +77,17 @@ func (s *Store) Outcomes(ctx context.Context, orderIDs []string) ([]Outcome, err
 		    SELECT 1 FROM payment_events e
 		    WHERE e.order_id = o.order_id AND e.kind = 'ORDER' AND e.to_status = 'CANCELLED'
 		      AND starts_with(e.cause, $2)) AS cancelled) op
+		CROSS JOIN LATERAL (SELECT EXISTS (
+		    SELECT 1 FROM payment_events e
+		    WHERE e.order_id = o.order_id AND e.kind = 'PAYMENT' AND e.to_status = 'REFUNDED'
+		      AND starts_with(e.cause, $5)) AS refunded) cr
 		LEFT JOIN LATERAL (
 		    SELECT e.at FROM payment_events e
 		    WHERE e.order_id = o.order_id AND e.kind = 'ORDER' AND e.to_status = o.status
 		      AND o.status IN ('CONFIRMED', 'FAILED', 'CANCELLED', 'REJECTED')
 		    ORDER BY e.event_id LIMIT 1) f ON true
 		WHERE o.order_id = ANY($1)
-		ORDER BY o.order_id`, orderIDs, CauseOperatorCancel, LostRefunded, LostCancelled)
+		ORDER BY o.order_id`, orderIDs, CauseOperatorCancel, LostRefunded, LostCancelled, CauseCustomerRefund)
 	if err != nil {
 		return nil, fmt.Errorf("read outcomes: %w", err)
 	}

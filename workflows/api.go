@@ -7,6 +7,7 @@ import (
 
 	"github.com/payguard/payguard/gateway"
 	"github.com/payguard/payguard/status"
+	"github.com/payguard/payguard/store"
 )
 
 // Names other processes rely on (docs/design.md §2).
@@ -124,7 +125,8 @@ type State struct {
 	Anomalies      int            `json:"anomalies"`
 }
 
-// RefundInput refunds a charge that landed after its order gave up.
+// RefundInput refunds a charge that landed after its order gave up, or a
+// CONFIRMED order's own at the customer's request (ReturnStock).
 type RefundInput struct {
 	OrderID        string `json:"orderId"`
 	UserID         string `json:"userId,omitempty"` // the order's user, named in the cancel
@@ -134,6 +136,16 @@ type RefundInput struct {
 	// MarkPayment sets the order's payment REFUNDED; false when the order is
 	// CONFIRMED by another charge, which must keep its SUCCESS.
 	MarkPayment bool `json:"markPayment"`
+	// ReturnStock is a CONFIRMED order refunded in full at the customer's
+	// request (POST /api/v1/orders/{id}/refund, starter refund): its payment
+	// goes REFUNDED and its sold units are returned, in one step.
+	ReturnStock bool `json:"returnStock,omitempty"`
+}
+
+// RefundOrderInput is the refund in full of a CONFIRMED order's own charge.
+func RefundOrderInput(orderID, userID, transactionKey string, amount int64) RefundInput {
+	return RefundInput{OrderID: orderID, UserID: userID, TransactionKey: transactionKey, Amount: amount,
+		Cause: store.CauseCustomerRefund, MarkPayment: true, ReturnStock: true}
 }
 
 // Tuning are the worker's settings that shape the workflow (docs/design.md §6). The

@@ -12,18 +12,31 @@ import (
 
 // Refund is RefundWorkflow: it cancels (refunds) one charge that arrived
 // after its order had already ended, retrying until the gateway agrees. A
-// SUCCESS is never silently dropped (docs/design.md §2, step 6).
+// SUCCESS is never silently dropped (docs/design.md §2, step 6). With
+// ReturnStock it refunds a CONFIRMED order's own charge at the customer's
+// request, then records it and returns the stock together (§12).
 func (w *Workflows) Refund(ctx workflow.Context, in RefundInput) (activities.CancelResult, error) {
 	if in.OrderID == "" || in.TransactionKey == "" {
 		return activities.CancelResult{}, temporal.NewNonRetryableApplicationError("refund needs an order id and a transaction key",
 			activities.ErrInvalidOrder, nil)
 	}
+	what := "late charge"
+	if in.ReturnStock {
+		what = "order charge"
+	}
 	gatewayCtx := workflow.WithActivityOptions(ctx,
-		cancelOptions(fmt.Sprintf("Refund late charge %s of %d for order %s", in.TransactionKey, in.Amount, in.OrderID)))
+		cancelOptions(fmt.Sprintf("Refund %s %s of %d for order %s", what, in.TransactionKey, in.Amount, in.OrderID)))
 	var res activities.CancelResult
 	if err := workflow.ExecuteActivity(gatewayCtx, a.CancelPayments,
-		activities.CancelInput{OrderID: in.OrderID, UserID: in.UserID, TransactionKeys: []string{in.TransactionKey}}).Get(ctx, &res); err != nil {
+		activities.CancelInput{OrderID: in.OrderID, UserID: in.UserID, TransactionKeys: []string{in.TransactionKey}, Requested: in.ReturnStock}).
+		Get(ctx, &res); err != nil {
 		return res, err
+	}
+	if in.ReturnStock {
+		storeCtx := workflow.WithActivityOptions(ctx,
+			databaseOptions(fmt.Sprintf("Record the refund of %s and return the stock of order %s", in.TransactionKey, in.OrderID)))
+		return res, workflow.ExecuteActivity(storeCtx, a.Settle, activities.SettleInput{OrderID: in.OrderID, Payment: status.PaymentRefunded,
+			Reservation: activities.ReturnReservation, Cause: in.Cause}).Get(ctx, nil)
 	}
 	// The payment's database options: the refund's once left out the
 	// backoff coefficient (the SDK's default is the same 2) and the stock

@@ -22,14 +22,14 @@ import (
 )
 
 // The paths of every workflow recorded from real runs (make
-// record-histories) into testdata/: PaymentWorkflow's, then the recovery's
-// and the sweep's.
+// record-histories) into testdata/: PaymentWorkflow's, then the recovery's,
+// the sweep's and a customer's refund.
 var recordedPaths = []string{
 	"callback_success", "poll_success", "callback_failed", "rejected", "out_of_stock",
 	"unknown_then_found", "breaker_open_then_success", "deadline_compensation", "operator_cancel",
 	"resend_after_grace", "create_waits_for_database", "cancel_during_reserve", "invalid_id_refused",
 	"lookup_hint", "settle_outlasts_local_tries", "create_outlasts_local_tries", "cancel_during_refused_create",
-	"recovery_success", "recovery_of_final_order", "reconcile_sweep",
+	"recovery_success", "recovery_of_final_order", "reconcile_sweep", "refund_order",
 }
 
 func replayLogger() sdklog.Logger { return sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)) }

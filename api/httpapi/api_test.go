@@ -286,3 +286,49 @@ func TestRequestsAreCountedByRouteAndCode(t *testing.T) {
 	assert.Contains(t, page.String(), `payguard_api_requests_total{code="404",route="unmatched"} 1`)
 	assert.Contains(t, page.String(), `payguard_api_request_duration_seconds_count{route="GET /api/v1/products/{productId}/stock"} 1`)
 }
+
+// A CONFIRMED order refunded through the API: the gateway refunds its
+// charge once, the payment is REFUNDED, its stock is available again, and
+// it is not a lost order; a repeat refunds nothing more, and an order not
+// CONFIRMED is refused.
+func TestRefundThroughTheAPI(t *testing.T) {
+	s, _, c := apiStack(t, 200*time.Millisecond, nil)
+	s.SetStock(t, "P1", 10)
+	require.Equal(t, http.StatusCreated, c.do(http.MethodPost, "/api/v1/orders", order("refund-0001", "P1", 3, 900), customer, true).code)
+	s.WaitOrder(t, "refund-0001", status.OrderConfirmed, 30*time.Second)
+	require.Equal(t, int64(3), s.Stock(t, "P1").Sold)
+
+	r := c.do(http.MethodPost, "/api/v1/orders/refund-0001/refund", nil, nil, true)
+	require.Equal(t, http.StatusAccepted, r.code, "%s", r.body)
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		st := s.Stock(t, "P1")
+		o, err := s.Store.GetOrder(context.Background(), "refund-0001")
+		return err == nil && o.PaymentStatus == status.PaymentRefunded && st.Available == 10 && st.Sold == 0
+	}, "payment REFUNDED and the stock returned")
+	o, err := s.Store.GetOrder(context.Background(), "refund-0001")
+	require.NoError(t, err)
+	assert.Equal(t, status.OrderConfirmed, o.Status, "the sale happened; its money and stock went back")
+	assert.Equal(t, store.ReservationReturned, o.Reservation)
+	tx := s.Sim.Stats().Orders["refund-0001"]
+	require.Len(t, tx.Transactions, 1)
+
+	again := c.do(http.MethodPost, "/api/v1/orders/refund-0001/refund", nil, nil, true)
+	require.Equal(t, http.StatusAccepted, again.code, "%s", again.body)
+	var refunds int
+	require.NoError(t, s.Store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM refunds WHERE order_id = 'refund-0001'`).Scan(&refunds))
+	assert.Equal(t, 1, refunds, "refunded once")
+	assert.Equal(t, store.Stock{ProductID: "P1", Total: 10, Available: 10}, s.Stock(t, "P1"), "returned once")
+	outs, err := s.Store.Outcomes(context.Background(), []string{"refund-0001"})
+	require.NoError(t, err)
+	require.Len(t, outs, 1)
+	assert.Empty(t, outs[0].Lost, "a refund the customer asked for is not a lost order")
+
+	require.Equal(t, http.StatusConflict, c.do(http.MethodPost, "/api/v1/orders", order("refund-0002", "P1", 100, 900), customer, true).code)
+	r = c.do(http.MethodPost, "/api/v1/orders/refund-0002/refund", nil, nil, true)
+	require.Equal(t, http.StatusConflict, r.code, "%s", r.body)
+	p := r.problem(t)
+	assert.Equal(t, httpapi.CodeNotRefundable, p.Code)
+	assert.Equal(t, string(status.OrderRejected), p.OrderStatus)
+	r = c.do(http.MethodPost, "/api/v1/orders/nobody-0001/refund", nil, nil, true)
+	require.Equal(t, http.StatusNotFound, r.code, "%s", r.body)
+}

@@ -255,6 +255,32 @@ func (s *Server) cancelOrder(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// refundOrder is POST /api/v1/orders/{orderId}/refund: a CONFIRMED order
+// refunded in full at the gateway and its stock returned, once
+// (orders.Refund); answered 202 with the order as it stands.
+func (s *Server) refundOrder(w http.ResponseWriter, r *http.Request) {
+	orderID := r.PathValue("orderId")
+	if err := ids.CheckOrder(orderID); err != nil {
+		writeProblem(w, problem(http.StatusBadRequest, CodeInvalid, err.Error()))
+		return
+	}
+	ctx := r.Context()
+	_, err := orders.Refund(ctx, s.temporal, s.store, s.cfg.TaskQueue, orderID, false)
+	var not *orders.NotRefundableError
+	switch {
+	case errors.Is(err, orders.ErrUnknownOrder):
+		writeProblem(w, problem(http.StatusNotFound, CodeNotFound, err.Error()))
+	case errors.As(err, &not):
+		p := problem(http.StatusConflict, CodeNotRefundable, err.Error())
+		p.OrderID, p.OrderStatus = orderID, string(not.Status)
+		writeProblem(w, p)
+	case err != nil:
+		writeProblem(w, s.unavailable("temporal", err))
+	default:
+		writeJSON(w, http.StatusAccepted, orders.Read(ctx, s.temporal, s.store, orderID))
+	}
+}
+
 // unavailable is the 503 of a dependency that failed; the detail names it
 // without its error's internals, which go to the log.
 func (s *Server) unavailable(what string, err error) Problem {

@@ -32,6 +32,7 @@ const (
 	CodeOutOfStock     = "OUT_OF_STOCK"
 	CodeAlreadyPlaced  = "ALREADY_PLACED"
 	CodeAlreadyEnded   = "ALREADY_ENDED"
+	CodeNotRefundable  = "NOT_REFUNDABLE"
 	CodeKeyInFlight    = "IDEMPOTENCY_KEY_IN_FLIGHT"
 	CodeKeyMismatch    = "IDEMPOTENCY_KEY_REUSED"
 	CodeUnavailable    = "UNAVAILABLE"

@@ -116,6 +116,7 @@ func (s *Server) routes() *http.ServeMux {
 	api("POST /api/v1/orders", s.placeOrder)
 	api("GET /api/v1/orders/{orderId}", s.getOrder)
 	api("POST /api/v1/orders/{orderId}/cancel", s.cancelOrder)
+	api("POST /api/v1/orders/{orderId}/refund", s.refundOrder)
 	api("PUT /api/v1/products/{productId}/stock", s.putStock)
 	api("GET /api/v1/products/{productId}/stock", s.getStock)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {

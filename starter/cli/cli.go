@@ -37,6 +37,7 @@ commands:
   order --product P --qty N --amount A [--order-id ID] [--user U] [--card-type T] [--card-no NO] [--deadline 10m] [--wait]
   status ORDER_ID
   cancel ORDER_ID
+  refund ORDER_ID
   stock set PRODUCT QTY | stock show PRODUCT
   callback ORDER_ID --status SUCCESS|FAILED [--reason R]
   load --rate R --duration D [--products P1,P2]
@@ -85,6 +86,7 @@ var commands = []struct {
 	{name: "order", run: runOrder},
 	{name: "status", run: runStatus},
 	{name: "cancel", run: runCancel},
+	{name: "refund", run: runRefund},
 	{name: "stock", subcommands: []string{"set", "show"}, run: runStock},
 	{name: "callback", run: runCallback},
 	{name: "load", run: runLoad},
