@@ -1,13 +1,13 @@
 # syntax=docker/dockerfile:1
 # Multi-stage build of payguard's processes. Each runtime image is a
-# target: worker, pgsim, starter, temporal (the pinned dev server).
+# target: worker, pgsim, starter, api, temporal (the pinned dev server).
 
 FROM golang:1.26.8-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -o /out/ ./worker ./pgsim ./starter
+RUN CGO_ENABLED=0 go build -trimpath -o /out/ ./worker ./pgsim ./starter ./api
 
 FROM golang:1.26.8-bookworm AS temporal-build
 RUN GOBIN=/out go install github.com/temporalio/cli/cmd/temporal@v1.5.1
@@ -31,6 +31,11 @@ ENTRYPOINT ["pgsim"]
 FROM runtime AS starter
 COPY --from=build /out/starter /usr/local/bin/starter
 ENTRYPOINT ["starter"]
+
+FROM runtime AS api
+COPY --from=build /out/api /usr/local/bin/api
+EXPOSE 8080
+ENTRYPOINT ["api"]
 
 FROM runtime AS temporal
 COPY --from=temporal-build /out/temporal /usr/local/bin/temporal

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/payguard/payguard/api/httpapi"
 	"github.com/payguard/payguard/codec"
 	"github.com/payguard/payguard/config"
 	"github.com/payguard/payguard/deployment"
@@ -160,7 +161,8 @@ func interpolate(value string, host map[string]string) (string, error) {
 }
 
 // hostSecret is the environment compose runs in for these tests.
-var hostSecret = map[string]string{"GATEWAY_SECRET": "compose-test-secret", codec.KeysEnv: codec.NewKey("compose-test")}
+var hostSecret = map[string]string{"GATEWAY_SECRET": "compose-test-secret", codec.KeysEnv: codec.NewKey("compose-test"),
+	httpapi.TokenEnv: "compose-test-api-token-0123456789abcdef"}
 
 // serviceEnv is a service's environment as compose hands it over from host.
 func serviceEnv(t *testing.T, s composeService, host map[string]string) map[string]string {
@@ -183,7 +185,7 @@ func portOf(t *testing.T, addr string) string {
 func TestComposeMatchesTheCode(t *testing.T) {
 	c := loadCompose(t)
 	stages, bases := dockerStages(t)
-	for _, name := range []string{"postgres", "temporal", "pgsim", "worker", "starter"} {
+	for _, name := range []string{"postgres", "temporal", "pgsim", "worker", "api", "starter"} {
 		require.Contains(t, c.Services, name)
 	}
 
@@ -253,6 +255,52 @@ func TestComposeMatchesTheCode(t *testing.T) {
 		assert.Equal(t, "/"+c.Services["postgres"].Environment["POSTGRES_DB"], db.Path)
 		assert.Equal(t, "/callbacks/gateway", mustURL(t, cfg.CallbackURL).Path)
 		assert.Equal(t, portOf(t, cfg.HTTPAddr), mustURL(t, cfg.CallbackURL).Port())
+	})
+
+	t.Run("api", func(t *testing.T) {
+		a := c.Services["api"]
+		env := newReadEnv(serviceEnv(t, a, hostSecret))
+		cfg, err := httpapi.ParseFlags(a.Command, env.get, io.Discard)
+		require.NoError(t, err, "the API accepts its compose command and environment")
+		opts, err := cfg.ClientOptions(slog.New(slog.DiscardHandler)) // reads TEMPORAL_* as the API does before dialling
+		require.NoError(t, err)
+		for k := range a.Environment {
+			assert.True(t, env.asked[k], "api environment %s is read by the API (it reads %v)", k, keys(env.asked))
+		}
+		defaults, err := httpapi.ParseFlags(nil, func(string) string { return "" }, io.Discard)
+		require.NoError(t, err)
+		require.Len(t, a.Ports, 1)
+		assert.Equal(t, portOf(t, defaults.HTTPAddr), containerPort(t, a.Ports[0]), "the default --http-addr port")
+		assert.Equal(t, portOf(t, cfg.HTTPAddr), containerPort(t, a.Ports[0]))
+		assert.False(t, config.LoopbackOnly(cfg.HTTPAddr), "the API listens beyond loopback in its container: --http-addr %s", cfg.HTTPAddr)
+		assert.Equal(t, hostSecret[httpapi.TokenEnv], cfg.Token, "the API takes the host's token")
+
+		// The same Temporal, namespace, task queue, database and key ring
+		// as the worker that runs the orders it places.
+		w := c.Services["worker"]
+		wenv := serviceEnv(t, w, hostSecret)
+		wcfg, err := service.ParseFlags(w.Command, func(k string) string { return wenv[k] }, io.Discard)
+		require.NoError(t, err)
+		wopts, err := wcfg.ClientOptions(slog.New(slog.DiscardHandler))
+		require.NoError(t, err)
+		assert.Equal(t, wopts.HostPort, opts.HostPort)
+		assert.Equal(t, wopts.Namespace, opts.Namespace)
+		assert.Equal(t, wcfg.TaskQueue, cfg.TaskQueue)
+		assert.Equal(t, wcfg.DatabaseURL, cfg.DatabaseURL)
+		assert.Equal(t, wcfg.CodecKeys, cfg.CodecKeys)
+		assert.NotEmpty(t, cfg.CodecKeys)
+		assert.NotContains(t, a.Environment, "GATEWAY_SECRET", "the API takes no callbacks: it is not given the gateway's secret")
+
+		require.NotNil(t, a.Healthcheck)
+		hc := a.Healthcheck.Test
+		require.NotEmpty(t, hc)
+		health := mustURL(t, hc[len(hc)-1])
+		assert.Equal(t, httpapi.HealthPath, health.Path, "the healthcheck calls the API's unauthenticated liveness endpoint")
+		assert.Equal(t, "127.0.0.1", health.Hostname())
+		assert.Equal(t, portOf(t, cfg.HTTPAddr), health.Port(), "on the port the API listens on in its container")
+		for _, dep := range []string{"postgres", "temporal"} {
+			assert.Equal(t, "service_healthy", a.DependsOn[dep].Condition, "the API connects to %s as it starts", dep)
+		}
 	})
 
 	t.Run("pgsim", func(t *testing.T) {
@@ -373,11 +421,54 @@ func TestDevServerScriptMatchesTheGoDefinition(t *testing.T) {
 	assertFlagPairs(t, cmdline, []string{"--ui-codec-endpoint", config.DefaultCodecEndpoint})
 }
 
+// The order API listens beyond loopback in compose, where it refuses to
+// start without a bearer token: the token is required from the host, as
+// the gateway secret is, and compose has no default for it.
+func TestComposeRequiresAnAPIToken(t *testing.T) {
+	c := loadCompose(t)
+	a := c.Services["api"]
+	raw, ok := a.Environment[httpapi.TokenEnv]
+	require.True(t, ok, "the api is given %s", httpapi.TokenEnv)
+	_, err := interpolate(raw, map[string]string{})
+	if assert.Error(t, err, "%s=%s starts without a token from the host", httpapi.TokenEnv, raw) {
+		assert.Contains(t, err.Error(), httpapi.TokenEnv)
+	}
+	_, err = interpolate(raw, map[string]string{httpapi.TokenEnv: ""})
+	assert.Error(t, err, "an empty token is no token")
+	v, err := interpolate(raw, hostSecret)
+	require.NoError(t, err)
+	assert.Equal(t, hostSecret[httpapi.TokenEnv], v, "the api gets the host's token")
+
+	// And were the token dropped from compose, the API itself would refuse.
+	env := serviceEnv(t, a, hostSecret)
+	delete(env, httpapi.TokenEnv)
+	_, err = httpapi.ParseFlags(a.Command, func(k string) string { return env[k] }, io.Discard)
+	assert.Error(t, err, "the API refuses to serve on --http-addr %s without a token", flagValue(a.Command, "--http-addr"))
+}
+
+// Every binary a runtime target copies out of the build stage is built there.
+func TestDockerfileBuildsEveryTargetsBinary(t *testing.T) {
+	raw, err := os.ReadFile("Dockerfile")
+	require.NoError(t, err)
+	build := regexp.MustCompile(`(?m)^RUN .*go build .*-o /out/ (.*)$`).FindStringSubmatch(string(raw))
+	require.NotNil(t, build, "the build stage's go build line")
+	built := strings.Fields(build[1])
+	copies := regexp.MustCompile(`(?m)^COPY --from=build /out/(\S+) `).FindAllStringSubmatch(string(raw), -1)
+	require.NotEmpty(t, copies)
+	for _, m := range copies {
+		assert.Contains(t, built, "./"+m[1], "the Dockerfile copies /out/%s, which its build stage does not build", m[1])
+	}
+	stages, _ := dockerStages(t)
+	for _, name := range []string{"worker", "pgsim", "starter", "api"} {
+		assert.True(t, stages[name], "the Dockerfile has a %s target", name)
+	}
+}
+
 // compose starts nothing without a codec key from the host: payloads are
 // never written in clear.
 func TestComposeRequiresACodecKey(t *testing.T) {
 	c := loadCompose(t)
-	for _, name := range []string{"worker", "starter"} {
+	for _, name := range []string{"worker", "api", "starter"} {
 		raw, ok := c.Services[name].Environment[codec.KeysEnv]
 		require.True(t, ok, "%s is given %s", name, codec.KeysEnv)
 		_, err := interpolate(raw, map[string]string{})

@@ -251,7 +251,7 @@ func TestTheTokenIsRequired(t *testing.T) {
 	noWorkflow(t, s, "tok-00001")
 	c.token = token
 	require.Equal(t, http.StatusOK, c.do(http.MethodGet, "/api/v1/products/P1/stock", nil, nil, true).code)
-	resp, err := http.Get(c.base + "/healthz")
+	resp, err := http.Get(c.base + httpapi.HealthPath)
 	require.NoError(t, err)
 	_ = resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode)

@@ -63,6 +63,10 @@ type Server struct {
 	stopErr  error
 }
 
+// HealthPath is the API's liveness endpoint, unauthenticated (compose's
+// healthcheck calls it).
+const HealthPath = "/healthz"
+
 // PurgeEvery is how often the API deletes Idempotency-Keys past their TTL.
 const PurgeEvery = time.Hour
 
@@ -119,7 +123,7 @@ func (s *Server) routes() *http.ServeMux {
 	api("POST /api/v1/orders/{orderId}/refund", s.refundOrder)
 	api("PUT /api/v1/products/{productId}/stock", s.putStock)
 	api("GET /api/v1/products/{productId}/stock", s.getStock)
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET "+HealthPath, func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.Metrics.Registry, promhttp.HandlerOpts{}))

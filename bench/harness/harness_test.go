@@ -32,8 +32,10 @@ func TestQuickBenchRunsEveryPhaseOnTheRealStack(t *testing.T) {
 	assert.InDelta(t, (r.Baseline.PerSecond+r.BaselineAfter.PerSecond)/2, r.BaselinePerSecond, 0.01, "the ratio's divisor is the baselines' mean")
 	assert.LessOrEqual(t, r.QuietWaitSec, quietLimit.Seconds()+1, "the wait for a quiet server is bounded")
 	require.NotEmpty(t, r.Steps)
+	require.NotEmpty(t, r.APISteps, "the api phase ran the steps through the HTTP order API")
+	assert.Equal(t, r.Steps[0].Offered, r.APISteps[0].Offered, "the API climbs the same rates")
 	stepOrders := 0
-	for _, s := range r.Steps {
+	for _, s := range append(append([]Step{}, r.Steps...), r.APISteps...) {
 		total := 0
 		for _, n := range s.Final {
 			total += n
@@ -42,6 +44,7 @@ func TestQuickBenchRunsEveryPhaseOnTheRealStack(t *testing.T) {
 		assert.Equal(t, s.Launched, total, "every launched order is counted once: %v", s.Final)
 		assert.Positive(t, s.CPU.Server, "the dev server's CPU per order is measured")
 		assert.Positive(t, s.CPU.Worker, "the worker's CPU per order is measured")
+		assert.Positive(t, s.FirstAnswer.Count, "first answers are timed")
 		// Orders still running when the step's wait ends (UNFINISHED, or
 		// ERROR when the wait's own call timed out) are a matter of speed,
 		// which a shared machine decides; a wrong ending is not.
@@ -55,7 +58,17 @@ func TestQuickBenchRunsEveryPhaseOnTheRealStack(t *testing.T) {
 		assert.Zero(t, s.Outcomes.Lost, "calm pgsim: %v", s.Outcomes.LostExamples)
 		stepOrders += s.Outcomes.Orders
 	}
-	assert.Equal(t, stepOrders, r.Outcomes.Orders, "the report sums its steps")
+	for _, s := range r.APISteps {
+		assert.Positive(t, s.CPU.API, "the API's CPU per order is measured in its steps")
+	}
+	for _, s := range r.Steps {
+		assert.Zero(t, s.CPU.API, "the API is not part of the direct steps")
+	}
+	assert.Equal(t, stepOrders, r.Outcomes.Orders, "the report sums its steps, the API's too")
+	if r.Sustained > 0 {
+		assert.InDelta(t, r.APISustained/r.Sustained, r.APIRatio, 0.01, "api ÷ direct")
+	}
+	assert.Contains(t, stdout.String(), "payguard via API sustained")
 	assert.Zero(t, r.Lost)
 	assert.Regexp(t, `lost orders, every step \(database\) +0 of \d+ \(cancelled 0, refunded 0\)`, stdout.String())
 	require.NotNil(t, r.Capacity)
@@ -119,6 +132,27 @@ func TestRatioIsAgainstTheBaselinesMean(t *testing.T) {
 	r.summarise()
 	assert.Equal(t, 48.0, r.BaselinePerSecond)
 	assert.Equal(t, 0.92, r.Ratio)
+	assert.Zero(t, r.APIRatio, "no API steps, no API ratio")
+	assert.NotContains(t, r.Table(), "ratio API / direct")
+}
+
+// Through the API the highest sustained step counts the same way, and is
+// set against the direct one's.
+func TestAPIRatioIsAgainstTheDirectSustainedRate(t *testing.T) {
+	r := Report{Steps: []Step{{Offered: 20, Throughput: 20, Sustained: true}, {Offered: 30, Throughput: 29, Sustained: true}, {Offered: 35, Throughput: 30}},
+		APISteps: []Step{{Offered: 20, Throughput: 19.5, Sustained: true}, {Offered: 30, Throughput: 28}, {Offered: 25, Throughput: 24.65, Sustained: true}}}
+	r.summarise()
+	assert.Equal(t, 29.0, r.Sustained)
+	assert.Equal(t, 24.65, r.APISustained)
+	assert.Equal(t, 0.85, r.APIRatio)
+	table := r.Table()
+	assert.Contains(t, table, "payguard via API at 25 orders/s offered")
+	assert.Regexp(t, `ratio API / direct +0\.85× +against payguard sustained 29\.0 orders/s`, table)
+	assert.Contains(t, r.SVG(), "= 0.85× direct")
+
+	r.Steps = nil
+	r.summarise()
+	assert.Zero(t, r.APIRatio, "no direct steps to divide by")
 }
 
 // A step not sustained (200 orders in one second is five times what this
@@ -148,7 +182,7 @@ func runOnTheRealStack(t *testing.T, args ...string) (Report, string, *bytes.Buf
 	t.Helper()
 	testenv.NeedsServices(t, "the dev server, PostgreSQL, pgsim and worker binaries")
 	bin := t.TempDir()
-	for _, pkg := range []string{"./pgsim", "./worker"} {
+	for _, pkg := range []string{"./pgsim", "./worker", "./api"} {
 		require.NoError(t, os.Rename(testenv.BuildBinary(t, pkg), filepath.Join(bin, filepath.Base(pkg))))
 	}
 	out := t.TempDir()

@@ -67,14 +67,16 @@ type CPUCost struct {
 	// Gateway is pgsim's (steps only): the simulated gateway's creates and
 	// callbacks, which run on the bench's machine beside payguard.
 	Gateway float64 `json:"gatewayMillis,omitempty"`
+	// API is the order API process's (the API's steps only).
+	API float64 `json:"apiMillis,omitempty"`
 }
 
 // cpuMeter reads the processes' CPU times.
 type cpuMeter struct {
-	server, worker, gateway func() time.Duration
+	server, worker, gateway, api func() time.Duration
 }
 
-type cpuReading struct{ server, worker, bench, database, gateway time.Duration }
+type cpuReading struct{ server, worker, bench, database, gateway, api time.Duration }
 
 func (m cpuMeter) read() cpuReading {
 	r := cpuReading{server: m.server(), bench: process.SelfCPUTime(), database: process.CommandCPUTime("postgres")}
@@ -83,6 +85,9 @@ func (m cpuMeter) read() cpuReading {
 	}
 	if m.gateway != nil {
 		r.gateway = m.gateway()
+	}
+	if m.api != nil {
+		r.api = m.api()
 	}
 	return r
 }
@@ -95,13 +100,16 @@ func (m cpuMeter) per(r cpuReading, n int) CPUCost {
 	now := m.read()
 	ms := func(d time.Duration) float64 { return round2(float64(d.Microseconds()) / 1000 / float64(n)) }
 	return CPUCost{Server: ms(now.server - r.server), Worker: ms(now.worker - r.worker), Bench: ms(now.bench - r.bench),
-		Database: ms(max(now.database-r.database, 0)), Gateway: ms(now.gateway - r.gateway)}
+		Database: ms(max(now.database-r.database, 0)), Gateway: ms(now.gateway - r.gateway), API: ms(now.api - r.api)}
 }
 
 func (c CPUCost) String() string {
 	s := fmt.Sprintf("server %.1f ms", c.Server)
 	if c.Worker > 0 {
 		s += fmt.Sprintf(", worker %.1f ms", c.Worker)
+	}
+	if c.API > 0 {
+		s += fmt.Sprintf(", api %.1f ms", c.API)
 	}
 	s += fmt.Sprintf(", bench %.1f ms", c.Bench)
 	if c.Database > 0 {

@@ -12,6 +12,7 @@ import (
 	"github.com/payguard/payguard/config"
 	"github.com/payguard/payguard/loadgen"
 	"github.com/payguard/payguard/status"
+	"github.com/payguard/payguard/workflows"
 )
 
 // sustainP99 is the slowest p99 time to final status a sustained rate may
@@ -26,6 +27,9 @@ type Step struct {
 	Final       map[string]int      `json:"final"`
 	Throughput  float64             `json:"confirmedPerSecond"` // CONFIRMED orders over first launch to last final status
 	Latency     loadgen.Percentiles `json:"finalLatency"`
+	// FirstAnswer is each order's first answer: its workflow started
+	// (payguard's steps) or POST /api/v1/orders answered (the API's).
+	FirstAnswer loadgen.Percentiles `json:"firstAnswerLatency"`
 	Sustained   bool                `json:"sustained"`
 	Why         string              `json:"why,omitempty"` // why not sustained
 	CPU         CPUCost             `json:"cpuPerOrder"`   // over the step, per order launched
@@ -43,18 +47,25 @@ func benchOrder(deadline time.Duration) loadgen.Order {
 	return loadgen.Order{Qty: 1, Amount: 1000, User: "bench", CardType: "SAMSUNG", CardNo: "1234-5678-9814-1451", Deadline: deadline}
 }
 
+// place places one order; nil is the starter's `load` path (the workflow
+// started with the Temporal client), the API's apiServer.place the HTTP one.
+type place = func(context.Context, workflows.PaymentInput) error
+
 // runStep places orders at rate for d through loadgen (the starter's
-// `load` path) and judges the step: sustained when every order is
-// CONFIRMED with p99 under sustainP99, none still running sustainP99 after
-// the last launch (completions keep up).
-func runStep(ctx context.Context, cl client.Client, rate float64, d time.Duration, progress io.Writer) (Step, loadgen.Summary) {
+// `load` path, or through place when it is set) and judges the step:
+// sustained when every order is CONFIRMED with p99 under sustainP99, none
+// still running sustainP99 after the last launch (completions keep up).
+// The API's steps are judged by the same rule: only how each order is
+// placed differs.
+func runStep(ctx context.Context, cl client.Client, rate float64, d time.Duration, via place, progress io.Writer) (Step, loadgen.Summary) {
 	cfg := loadgen.Config{Rate: rate, Duration: d, Products: products, Order: benchOrder(time.Hour),
-		WaitTimeout: sustainP99, TaskQueue: config.DefaultTaskQueue}
+		WaitTimeout: sustainP99, TaskQueue: config.DefaultTaskQueue, Place: via}
 	if err := cfg.Validate(); err != nil {
 		return Step{Offered: rate, Why: err.Error()}, loadgen.Summary{}
 	}
 	sum := loadgen.Run(ctx, cl, cfg, progress)
-	s := Step{Offered: rate, DurationSec: d.Seconds(), Launched: len(sum.Orders), Final: sum.Final, Latency: sum.FinalLatency}
+	s := Step{Offered: rate, DurationSec: d.Seconds(), Launched: len(sum.Orders), Final: sum.Final, Latency: sum.FinalLatency,
+		FirstAnswer: sum.StartLatency}
 	first, last := math.Inf(1), 0.0
 	for _, o := range sum.Orders {
 		first = math.Min(first, o.StartOffset)

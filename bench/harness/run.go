@@ -3,7 +3,9 @@
 // worker, all connected directly, no fault proxies) and in one run on that
 // server measures the no-op baseline, payguard's highest sustained order
 // rate, their ratio, the memory and history of waiting orders, and the
-// lookup breaker. It writes a table, report.json and report.svg.
+// lookup breaker; and payguard's highest sustained rate through the HTTP
+// order API (the api binary on the same stack) beside the direct one, by
+// the same steps and rule. It writes a table, report.json and report.svg.
 package harness
 
 import (
@@ -89,9 +91,9 @@ func newFlagSet() (fs *flag.FlagSet, finish func() (Options, error)) {
 	fs.IntVar(&o.Waiting, "waiting", 2000, "orders left waiting in the capacity phase")
 	fs.BoolVar(&big, "waiting-10k", false, "leave 10 000 orders waiting (the memory target)")
 	fs.StringVar(&workerArgs, "worker-args", "", "extra worker flags, space-separated (levers under test)")
-	fs.StringVar(&o.Phases, "phases", "baseline,rates,breaker,capacity", "phases to run, comma-separated")
+	fs.StringVar(&o.Phases, "phases", "baseline,rates,api,breaker,capacity", "phases to run, comma-separated (api: the rates' steps through the HTTP order API, the api binary)")
 	fs.BoolVar(&o.Eager, "eager", false, "start the dev server with eager activity execution and eager workflow start on")
-	fs.BoolVar(&o.Profile, "profile", false, "save the worker's CPU profile of each rate step as worker-cpu-<rate>.pprof in --out")
+	fs.BoolVar(&o.Profile, "profile", false, "save the worker's CPU profile of each rate step as worker-cpu-<rate>.pprof (worker-cpu-api-<rate>.pprof through the API) in --out")
 	fs.StringVar(&o.Label, "label", "", "a name for this run in the report (e.g. the lever tried)")
 	return fs, func() (Options, error) { return o.complete(rates, workerArgs, big) }
 }
@@ -122,7 +124,7 @@ func (o Options) complete(rates, workerArgs string, big bool) (Options, error) {
 		return o, fmt.Errorf("--refine must be within [0, 5], got %d", o.Refine)
 	}
 	for _, p := range strings.Split(o.Phases, ",") {
-		if !strings.Contains(",baseline,rates,breaker,capacity,", ","+p+",") {
+		if !strings.Contains(",baseline,rates,api,breaker,capacity,", ","+p+",") {
 			return o, fmt.Errorf("--phases: unknown phase %q", p)
 		}
 	}
@@ -191,6 +193,14 @@ func run(ctx context.Context, o Options, stdout io.Writer) error {
 	}
 	w := st.Workers[0]
 	cpu := cpuMeter{server: st.Temporal.CPUTime, worker: w.CPUTime, gateway: st.Pgsim.CPUTime}
+	var api *apiServer
+	if o.has("api") {
+		say("starting the order API (%s) on the stack...", filepath.Join(o.Bin, "api"))
+		if api, err = startAPI(ctx, o, st); err != nil {
+			return fmt.Errorf("start the API: %w", err)
+		}
+		defer api.Stop()
+	}
 
 	// baseline runs the no-op phase on a worker of its own that stops
 	// with it, so that the bench process does not serve no-op tasks while
@@ -210,9 +220,14 @@ func run(ctx context.Context, o Options, stdout io.Writer) error {
 		say("baseline %s: %.1f workflows/s, p50 %.0f ms, p99 %.0f ms, %d errors", when, b.PerSecond, b.Latency.P50, b.Latency.P99, b.Errors)
 		return &b, nil
 	}
-	// warm takes payguard's path up (connections, caches) before anything
+	// warm takes payguard's paths up (connections, caches) before anything
 	// is timed, and again after a restart of the dev server.
-	warm := func() { runStep(ctx, st.Client, 5, time.Second, nil) }
+	warm := func() {
+		runStep(ctx, st.Client, 5, time.Second, nil, nil)
+		if api != nil {
+			runStep(ctx, st.Client, 5, time.Second, api.place, nil)
+		}
+	}
 	warm()
 
 	if o.has("baseline") {
@@ -247,7 +262,22 @@ func run(ctx context.Context, o Options, stdout io.Writer) error {
 		}
 		return waited, nil
 	}
+	// The ladders: payguard's orders placed the starter's way (the
+	// workflow started with the Temporal client) and, with the api phase,
+	// through the HTTP order API. Both climb the same rates by the same
+	// rule, a step of one then the same step of the other, so that the
+	// machine's drift and the dev server's growing database weigh on both
+	// alike and api ÷ direct compares like with like.
+	var ladders []*ladder
 	if o.has("rates") {
+		ladders = append(ladders, &ladder{name: "payguard", of: "the ", profile: "worker-cpu-%g.pprof", cpu: cpu})
+	}
+	if api != nil {
+		apiCPU := cpu
+		apiCPU.api = api.CPUTime
+		ladders = append(ladders, &ladder{name: "payguard via API", of: "the API's ", profile: "worker-cpu-api-%g.pprof", via: api.place, cpu: apiCPU})
+	}
+	if len(ladders) > 0 {
 		waited, err := settle("payguard's steps")
 		if err != nil {
 			return err
@@ -257,12 +287,12 @@ func run(ctx context.Context, o Options, stdout io.Writer) error {
 
 	var confirmed, lookupOrder string
 	var stepOutcomes []store.Outcome
-	if o.has("rates") {
-		runRate := func(rate float64) Step {
+	if len(ladders) > 0 {
+		runRate := func(l *ladder, rate float64) Step {
 			profiled := make(chan error, 1)
 			if o.Profile && o.Step >= time.Second {
 				go func() {
-					profiled <- saveCPUProfile(ctx, w.HTTPAddr, o.Step, filepath.Join(o.Out, fmt.Sprintf("worker-cpu-%g.pprof", rate)))
+					profiled <- saveCPUProfile(ctx, w.HTTPAddr, o.Step, filepath.Join(o.Out, fmt.Sprintf(l.profile, rate)))
 				}()
 			} else {
 				profiled <- nil
@@ -270,24 +300,24 @@ func run(ctx context.Context, o Options, stdout io.Writer) error {
 			// No breaker watch: pgsim is calm, and the load generator's
 			// /metrics scrape every 200 ms was over a third of the worker's
 			// CPU in the first profile — the bench's cost, not payguard's.
-			before := cpu.read()
-			step, sum := runStep(ctx, st.Client, rate, o.Step, nil)
-			step.CPU = cpu.per(before, step.Launched)
+			before := l.cpu.read()
+			step, sum := runStep(ctx, st.Client, rate, o.Step, l.via, nil)
+			step.CPU = l.cpu.per(before, step.Launched)
 			// Read after the step's wait: an order still open then is not
 			// final, and not lost.
 			outs, err := sum.ReadOutcomes(ctx, ledger)
 			if err != nil {
-				say("outcomes of the %g/s step: %v", rate, err)
+				say("outcomes of %s%g/s step: %v", l.of, rate, err)
 			}
 			step.Outcomes = loadgen.SumOutcomes(outs)
 			stepOutcomes = append(stepOutcomes, outs...)
 			if err := <-profiled; err != nil {
 				say("profile at %g/s: %v", rate, err)
 			}
-			rep.Steps = append(rep.Steps, step)
+			l.steps = append(l.steps, step)
 			overloaded = overloaded || !step.Sustained
-			say("payguard %5.1f/s offered: %5.1f confirmed/s, p50 %.0f ms, p99 %.0f ms %s", rate, step.Throughput,
-				step.Latency.P50, step.Latency.P99, verdict(step))
+			say("%s %5.1f/s offered: %5.1f confirmed/s, p50 %.0f ms, p99 %.0f ms, first answer p50 %.0f ms %s", l.name, rate, step.Throughput,
+				step.Latency.P50, step.Latency.P99, step.FirstAnswer.P50, verdict(step))
 			for _, s := range sum.Orders {
 				if s.Final == "CONFIRMED" {
 					confirmed = s.OrderID
@@ -295,14 +325,28 @@ func run(ctx context.Context, o Options, stdout io.Writer) error {
 			}
 			return step
 		}
-		lo, hi := 0.0, 0.0 // the last rate sustained, the first not
+		// Each ladder climbs until its first rate not sustained; a step
+		// that follows one not sustained (the other ladder's, at the same
+		// rate) runs on the dev server restarted, as every phase does.
 		for _, rate := range o.Rates {
-			if !runRate(rate).Sustained {
-				hi = rate
-				break
+			climbing := false
+			for _, l := range ladders {
+				if l.hi != 0 || ctx.Err() != nil {
+					continue
+				}
+				climbing = true
+				if overloaded {
+					if _, err := settle(l.stepName(rate)); err != nil {
+						return err
+					}
+				}
+				if runRate(l, rate).Sustained {
+					l.lo = rate
+				} else {
+					l.hi = rate
+				}
 			}
-			lo = rate
-			if ctx.Err() != nil {
+			if !climbing || ctx.Err() != nil {
 				break
 			}
 		}
@@ -313,30 +357,39 @@ func run(ctx context.Context, o Options, stdout io.Writer) error {
 		// starts on a quiet server, as the first did: the failed step's
 		// backlog is not the next one's load.
 		for range o.Refine {
-			if hi == 0 || ctx.Err() != nil {
-				break
-			}
-			mid, ok := between(lo, hi)
-			if !ok {
-				break
-			}
-			if _, err := settle(fmt.Sprintf("the %g/s step", mid)); err != nil {
-				return err
-			}
-			if runRate(mid).Sustained {
-				lo = mid
-			} else {
-				hi = mid
+			for _, l := range ladders {
+				if l.hi == 0 || ctx.Err() != nil {
+					continue
+				}
+				mid, ok := between(l.lo, l.hi)
+				if !ok {
+					continue
+				}
+				if _, err := settle(l.stepName(mid)); err != nil {
+					return err
+				}
+				if runRate(l, mid).Sustained {
+					l.lo = mid
+				} else {
+					l.hi = mid
+				}
 			}
 		}
-		slices.SortStableFunc(rep.Steps, func(a, b Step) int { return cmp.Compare(a.Offered, b.Offered) })
+		for _, l := range ladders {
+			slices.SortStableFunc(l.steps, func(a, b Step) int { return cmp.Compare(a.Offered, b.Offered) })
+			if l.via == nil {
+				rep.Steps = l.steps
+			} else {
+				rep.APISteps = l.steps
+			}
+		}
 		rep.Outcomes = loadgen.SumOutcomes(stepOutcomes)
 		rep.Lost = rep.Outcomes.Lost
 	}
 	// The machine's speed drifts over a run (by a tenth within a quarter
 	// of an hour here): a second baseline after the steps brackets them,
 	// and the ratio is taken against the two baselines' mean.
-	if o.has("baseline") && o.has("rates") {
+	if o.has("baseline") && len(ladders) > 0 {
 		if _, err := settle("the second baseline"); err != nil {
 			return err
 		}
@@ -377,6 +430,19 @@ func run(ctx context.Context, o Options, stdout io.Writer) error {
 	say("wrote %s and %s", filepath.Join(o.Out, "report.json"), filepath.Join(o.Out, "report.svg"))
 	return nil
 }
+
+// ladder is one way of placing payguard's orders, climbing the rates.
+type ladder struct {
+	name    string // the log's name of its steps
+	of      string // "the " or "the API's ": whose step a message names
+	profile string // the worker's CPU profile file of a step, %g the rate
+	via     place  // nil: the starter's load path
+	cpu     cpuMeter
+	steps   []Step
+	lo, hi  float64 // the last rate sustained, the first not (0: none yet)
+}
+
+func (l *ladder) stepName(rate float64) string { return fmt.Sprintf("%s%g/s step", l.of, rate) }
 
 // between is the rate halfway from lo (sustained) to hi (not), to half an
 // order a second; false when no such rate lies strictly between them.

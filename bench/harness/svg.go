@@ -10,7 +10,8 @@ import (
 
 // SVG draws the rate phase: confirmed orders/s against the offered rate
 // (the no-op baseline's workflows/s a dashed line) above, p99 time to final
-// status on the outage demo's log scale below.
+// status on the outage demo's log scale below; the steps through the HTTP
+// order API (the api phase), when they ran, beside them in purple.
 func (r Report) SVG() string {
 	const (
 		width, left, right = 900.0, 70.0, 30.0
@@ -19,7 +20,7 @@ func (r Report) SVG() string {
 		height             = 580.0
 	)
 	maxRate := 1.0
-	for _, s := range r.Steps {
+	for _, s := range append(append([]Step{}, r.Steps...), r.APISteps...) {
 		maxRate = math.Max(maxRate, math.Max(s.Offered, s.Throughput))
 	}
 	maxRate = math.Max(maxRate, r.BaselinePerSecond)
@@ -33,6 +34,10 @@ func (r Report) SVG() string {
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="#ffffff"/>`+"\n")
 	fmt.Fprintf(&b, `<text x="%.0f" y="24" font-size="16" font-weight="bold">payguard bench%s: sustained %.1f orders/s = %.2f× the no-op workflow</text>`+"\n",
 		left, labelled(r.Label), r.Sustained, r.Ratio)
+	if len(r.APISteps) > 0 {
+		fmt.Fprintf(&b, `<text x="%.0f" y="42" fill="%s">through the HTTP order API: sustained %.1f orders/s = %.2f× direct</text>`+"\n",
+			left, apiColor, r.APISustained, r.APIRatio)
+	}
 
 	// Upper panel: throughput, the ideal diagonal, the baseline.
 	fmt.Fprintf(&b, `<text transform="translate(16,%.0f) rotate(-90)" text-anchor="middle">completed per second</text>`+"\n", topY+topH/2)
@@ -49,6 +54,9 @@ func (r Report) SVG() string {
 			left+6, at-5, r.BaselinePerSecond, bl.InFlight)
 	}
 	polyline(&b, r.Steps, "#2e7d32", func(s Step) (float64, float64) { return x(s.Offered), yRate(s.Throughput) })
+	if len(r.APISteps) > 0 {
+		polyline(&b, r.APISteps, apiColor, func(s Step) (float64, float64) { return x(s.Offered), yRate(s.Throughput) })
+	}
 
 	// Lower panel: p99, with the sustain bar.
 	fmt.Fprintf(&b, `<text transform="translate(16,%.0f) rotate(-90)" text-anchor="middle">p99 to final status</text>`+"\n", lowY+lowH/2)
@@ -57,6 +65,9 @@ func (r Report) SVG() string {
 	fmt.Fprintf(&b, `<line x1="%.0f" x2="%.0f" y1="%.1f" y2="%.1f" stroke="#c62828" stroke-dasharray="6,3"/>`+"\n", left, width-right, bar, bar)
 	fmt.Fprintf(&b, `<text x="%.0f" y="%.1f" fill="#c62828" text-anchor="end">sustained below %s</text>`+"\n", width-right-4, bar-4, sustainP99)
 	polyline(&b, r.Steps, "#ef6c00", func(s Step) (float64, float64) { return x(s.Offered), low.Y(s.Latency.P99) })
+	if len(r.APISteps) > 0 {
+		polyline(&b, r.APISteps, apiColor, func(s Step) (float64, float64) { return x(s.Offered), low.Y(s.Latency.P99) })
+	}
 
 	for _, v := range ticks(maxRate) {
 		fmt.Fprintf(&b, `<text x="%.1f" y="%.0f" text-anchor="middle" font-size="10">%g/s</text>`+"\n", x(v), lowY+lowH+16, v)
@@ -67,6 +78,9 @@ func (r Report) SVG() string {
 	b.WriteString("</svg>\n")
 	return b.String()
 }
+
+// apiColor draws the API's steps.
+const apiColor = "#6a1b9a"
 
 // polyline joins the steps' points; a step not sustained is a hollow dot.
 func polyline(b *strings.Builder, steps []Step, color string, at func(Step) (float64, float64)) {
