@@ -105,9 +105,10 @@ func checkCard(cardType, cardNo string) error {
 	return nil
 }
 
-// NewOrderID is a fresh random order id.
+// NewOrderID is a fresh random order id: 128 bits, so that two doors
+// generating ids never pick one twice.
 func NewOrderID() string {
-	b := make([]byte, 6)
+	b := make([]byte, 16)
 	_, _ = rand.Read(b)
 	return "ord-" + hex.EncodeToString(b)
 }

@@ -14,6 +14,10 @@ const IdempotencyTTL = 24 * time.Hour
 type Idempotent struct {
 	State   IdempotentState
 	OrderID string // the order the key placed (or places now)
+	// TakenUp is a StateFirst of a key an earlier request held and could
+	// not answer (its lease ran out, or it released the key): that request
+	// may have placed OrderID already.
+	TakenUp bool
 	// Code and Answer are the first answer, for StateAnswered.
 	Code   int
 	Answer []byte
@@ -78,7 +82,7 @@ func (s *Store) BeginIdempotent(ctx context.Context, userID, key string, hash []
 		case code != nil:
 			out.State, out.Code, out.Answer = StateAnswered, *code, answer
 		default:
-			out.State = StateFirst
+			out.State, out.TakenUp = StateFirst, true
 			_, err = tx.Exec(ctx, `UPDATE idempotency_keys SET locked_until = now() + make_interval(secs => $3)
 				WHERE user_id = $1 AND key = $2`, userID, key, lease.Seconds())
 		}

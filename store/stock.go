@@ -80,6 +80,9 @@ func (s *Store) SetAvailable(ctx context.Context, productID string, available in
 		    updated_at = now()
 		RETURNING product_id, total, available, reserved, sold`, productID, available).
 		Scan(&st.ProductID, &st.Total, &st.Available, &st.Reserved, &st.Sold)
+	if pgCode(err) == codeNumericOutOfRange {
+		return Stock{}, fmt.Errorf("%w: product %s, available %d: the total would not fit", ErrInvalid, productID, available)
+	}
 	if err != nil {
 		return Stock{}, fmt.Errorf("set available stock of %s: %w", productID, err)
 	}

@@ -133,6 +133,7 @@ const (
 	codeForeignKeyViolation = "23503"
 	codeCheckViolation      = "23514"
 	codeUniqueViolation     = "23505"
+	codeNumericOutOfRange   = "22003"
 )
 
 // EnsureDatabase creates the database named in databaseURL when it is

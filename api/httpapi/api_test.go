@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 
 	"github.com/payguard/payguard/api/httpapi"
+	"github.com/payguard/payguard/config"
 	"github.com/payguard/payguard/internal/testenv"
 	"github.com/payguard/payguard/orders"
 	"github.com/payguard/payguard/status"
@@ -260,7 +261,11 @@ func TestTheTokenIsRequired(t *testing.T) {
 // An oversized body is a 413 and a trickled one is cut off by the read
 // timeout; neither reserves anything.
 func TestOversizedAndTrickledBodies(t *testing.T) {
-	s, api, c := apiStack(t, 0, func(cfg *httpapi.Config) { cfg.HTTPTimeouts = testenv.FastHTTPTimeouts() })
+	s, api, c := apiStack(t, 0, func(cfg *httpapi.Config) {
+		// Reads fast enough to watch; writes as long as a first answer may take.
+		cfg.HTTPTimeouts = testenv.FastHTTPTimeouts()
+		cfg.HTTPTimeouts.Write = config.DefaultHTTPTimeouts().Write
+	})
 	s.SetStock(t, "P1", 5)
 	big := fmt.Sprintf(`{"orderId":"big-00001","productId":"P1","quantity":1,"amount":7,"cardType":"KB","cardNo":"1234-5678-9814-1451","deadline":"%s"}`,
 		strings.Repeat("9", httpapi.MaxBodyBytes))

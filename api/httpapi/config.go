@@ -85,6 +85,12 @@ func (c *Config) Validate() error {
 	if c.FirstAnswerWait <= 0 {
 		return errors.New("configuration: --first-answer-wait must be positive")
 	}
+	// A POST's answer must leave before the write timeout cuts it off,
+	// its order placed: the start, the wait, and a margin for the rest.
+	if write := c.HTTPTimeouts.OrDefaults().Write; c.FirstAnswerWait+startTimeout+answerMargin > write {
+		return fmt.Errorf("configuration: --first-answer-wait %s leaves no room in the %s write timeout (at most %s)",
+			c.FirstAnswerWait, write, write-startTimeout-answerMargin)
+	}
 	return nil
 }
 

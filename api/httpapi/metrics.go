@@ -73,7 +73,7 @@ func (m *Metrics) measure(mux *http.ServeMux) http.Handler {
 		cw := &codeWriter{ResponseWriter: w}
 		mux.ServeHTTP(cw, r)
 		route := r.Pattern
-		if route == "" || route == "/" {
+		if route == "" || route == "/" || route == "/api/" {
 			route = RouteUnmatched
 		}
 		m.requests.WithLabelValues(route, strconv.Itoa(cw.code)).Inc()

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+
 	"github.com/payguard/payguard/ids"
 	"github.com/payguard/payguard/loadgen"
 	"github.com/payguard/payguard/orders"
@@ -96,7 +98,7 @@ func (s *Server) placeOrder(w http.ResponseWriter, r *http.Request) {
 		a.write(w, in.OrderID)
 		return
 	}
-	held, err := s.store.BeginIdempotent(ctx, user, key, req.fingerprint(user), in.OrderID, s.cfg.FirstAnswerWait+startTimeout+5*time.Second)
+	held, err := s.store.BeginIdempotent(ctx, user, key, req.fingerprint(user), in.OrderID, s.cfg.FirstAnswerWait+startTimeout+answerMargin)
 	if err != nil {
 		writeProblem(w, s.unavailable("database", err))
 		return
@@ -120,12 +122,12 @@ func (s *Server) placeOrder(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	in.OrderID = held.OrderID
-	a := s.place(ctx, in, true)
+	a := s.place(ctx, in, held.TakenUp)
 	// An answer that says nothing of the order (503) is not kept: the
 	// next request under the key takes it up and places the same order.
 	// The key is released on a context of its own, as the request's may
 	// have ended.
-	keep, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	keep, cancel := context.WithTimeout(context.WithoutCancel(ctx), answerMargin)
 	defer cancel()
 	if a.code >= 500 {
 		_ = s.store.ReleaseIdempotent(keep, user, key)
@@ -135,30 +137,45 @@ func (s *Server) placeOrder(w http.ResponseWriter, r *http.Request) {
 	a.write(w, in.OrderID)
 }
 
-// startTimeout bounds the workflow's start.
-const startTimeout = 5 * time.Second
+// startTimeout bounds the workflow's start; answerMargin is what the rest
+// of a POST (reading it, the checks, keeping the answer) may take.
+const (
+	startTimeout = 5 * time.Second
+	answerMargin = 5 * time.Second
+)
 
-// place starts the order and answers its first step. takeover accepts an
-// order already started: an earlier request under the same key placed it.
-func (s *Server) place(ctx context.Context, in workflows.PaymentInput, takeover bool) answer {
+// place starts the order and answers its first step. takenUp says an
+// earlier request under the same key may have started it: an order already
+// started is then this request's if it was started with this very input.
+func (s *Server) place(ctx context.Context, in workflows.PaymentInput, takenUp bool) answer {
 	startCtx, cancel := context.WithTimeout(ctx, startTimeout)
 	_, err := loadgen.StartOrder(startCtx, s.temporal, s.cfg.TaskQueue, in)
 	cancel()
 	var placed *loadgen.AlreadyPlacedError
+	if errors.As(err, &placed) && takenUp {
+		same, serr := s.startedWith(ctx, in)
+		switch {
+		case serr != nil:
+			err = serr
+		case same:
+			err = nil
+		}
+	}
 	switch {
-	case errors.As(err, &placed) && !takeover:
+	case errors.As(err, &placed):
 		p := problem(http.StatusConflict, CodeAlreadyPlaced, err.Error())
 		p.OrderID = in.OrderID
 		return problemAnswer(p)
-	case err != nil && !errors.As(err, &placed):
-		return problemAnswer(s.unavailable("temporal", err))
-	}
-	o, found := s.firstStep(ctx, in.OrderID)
-	if found && (o.ProductID != in.ProductID || o.Quantity != in.Quantity || o.Amount != in.Amount || o.UserID != in.UserID) {
-		p := problem(http.StatusConflict, CodeAlreadyPlaced, fmt.Sprintf("order %s was placed with other details", in.OrderID))
+	case err != nil:
+		// The start may have reached Temporal all the same: the answer names
+		// the order, which a retry under the same orderId or key finds.
+		p := s.unavailable("temporal", err)
 		p.OrderID = in.OrderID
+		p.Detail = fmt.Sprintf("temporal is unavailable; order %s may have been placed: retry with the same orderId or %s, or read it",
+			in.OrderID, HeaderIdempotencyKey)
 		return problemAnswer(p)
 	}
+	o, found := s.firstStep(ctx, in.OrderID)
 	if o.Status == status.OrderRejected {
 		p := problem(http.StatusConflict, CodeOutOfStock, fmt.Sprintf("product %s has fewer than %d available: the order is REJECTED, nothing reserved",
 			in.ProductID, in.Quantity))
@@ -173,22 +190,28 @@ func (s *Server) place(ctx context.Context, in workflows.PaymentInput, takeover 
 	return answer{code: http.StatusCreated, body: append(body, '\n')}
 }
 
-// maxFirstStepPoll is the longest wait between two reads of a new order's
-// row: a read is a primary-key lookup, and the reservation commits some
-// 20 ms after the start (make demo-api).
-const maxFirstStepPoll = 4 * time.Millisecond
+// A new order's row is read at most quickPoll apart for its first
+// quickFor (the reservation commits some 20 ms after the start: make
+// demo-api), then backing off to slowPoll: a worker that is slow or down
+// must not turn every waiting request into hundreds of reads of the
+// database it needs.
+const (
+	quickPoll = 4 * time.Millisecond
+	quickFor  = 50 * time.Millisecond
+	slowPoll  = 100 * time.Millisecond
+)
 
 // firstStep waits for the order to leave RESERVING in the database
 // (reserved or rejected), at most FirstAnswerWait. The reservation is the
 // workflow's first step, a transaction of its own, so the row tells it
-// as soon as it commits; polls start a millisecond apart and back off to
-// maxFirstStepPoll, which bounds how late the answer sees the commit.
+// as soon as it commits; polls start a millisecond apart and back off.
 func (s *Server) firstStep(ctx context.Context, orderID string) (store.Order, bool) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.FirstAnswerWait)
 	defer cancel()
 	var last store.Order
 	found := false
-	for wait := time.Millisecond; ; wait = min(2*wait, maxFirstStepPoll) {
+	began := time.Now()
+	for wait := time.Millisecond; ; {
 		o, err := s.store.GetOrder(ctx, orderID)
 		if err == nil {
 			last, found = o, true
@@ -202,6 +225,11 @@ func (s *Server) firstStep(ctx context.Context, orderID string) (store.Order, bo
 			t.Stop()
 			return last, found
 		case <-t.C:
+		}
+		if time.Since(began) < quickFor {
+			wait = min(2*wait, quickPoll)
+		} else {
+			wait = min(2*wait, slowPoll)
 		}
 	}
 }
@@ -286,4 +314,27 @@ func (s *Server) refundOrder(w http.ResponseWriter, r *http.Request) {
 func (s *Server) unavailable(what string, err error) Problem {
 	s.log.Error("dependency failed", "dependency", what, "error", err.Error())
 	return problem(http.StatusServiceUnavailable, CodeUnavailable, fmt.Sprintf("%s is unavailable: retry later", what))
+}
+
+// startedWith reports whether the order's workflow was started with in
+// (its first event's input, decoded with the client's codec): a key taken
+// up owns an order already started only then.
+func (s *Server) startedWith(ctx context.Context, in workflows.PaymentInput) (bool, error) {
+	iter := s.temporal.GetWorkflowHistory(ctx, workflows.PaymentWorkflowID(in.OrderID), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	if !iter.HasNext() {
+		return false, errors.New("the order's workflow has no history")
+	}
+	first, err := iter.Next()
+	if err != nil {
+		return false, err
+	}
+	attrs := first.GetWorkflowExecutionStartedEventAttributes()
+	if attrs == nil {
+		return false, errors.New("the order's history does not begin with its start")
+	}
+	var got workflows.PaymentInput
+	if err := s.dataConverter.FromPayloads(attrs.GetInput(), &got); err != nil {
+		return false, err
+	}
+	return got == in, nil
 }

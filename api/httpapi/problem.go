@@ -23,19 +23,20 @@ const ProblemType = "about:blank"
 
 // Codes of the problems the API answers.
 const (
-	CodeInvalid        = "INVALID_REQUEST"
-	CodeTooLarge       = "PAYLOAD_TOO_LARGE"
-	CodeTimeout        = "REQUEST_TIMEOUT"
-	CodeUnauthorized   = "UNAUTHORIZED"
-	CodeNotFound       = "NOT_FOUND"
-	CodeUnknownProduct = "UNKNOWN_PRODUCT"
-	CodeOutOfStock     = "OUT_OF_STOCK"
-	CodeAlreadyPlaced  = "ALREADY_PLACED"
-	CodeAlreadyEnded   = "ALREADY_ENDED"
-	CodeNotRefundable  = "NOT_REFUNDABLE"
-	CodeKeyInFlight    = "IDEMPOTENCY_KEY_IN_FLIGHT"
-	CodeKeyMismatch    = "IDEMPOTENCY_KEY_REUSED"
-	CodeUnavailable    = "UNAVAILABLE"
+	CodeInvalid          = "INVALID_REQUEST"
+	CodeTooLarge         = "PAYLOAD_TOO_LARGE"
+	CodeTimeout          = "REQUEST_TIMEOUT"
+	CodeUnauthorized     = "UNAUTHORIZED"
+	CodeNotFound         = "NOT_FOUND"
+	CodeUnknownProduct   = "UNKNOWN_PRODUCT"
+	CodeOutOfStock       = "OUT_OF_STOCK"
+	CodeAlreadyPlaced    = "ALREADY_PLACED"
+	CodeAlreadyEnded     = "ALREADY_ENDED"
+	CodeNotRefundable    = "NOT_REFUNDABLE"
+	CodeKeyInFlight      = "IDEMPOTENCY_KEY_IN_FLIGHT"
+	CodeKeyMismatch      = "IDEMPOTENCY_KEY_REUSED"
+	CodeUnavailable      = "UNAVAILABLE"
+	CodeMethodNotAllowed = "METHOD_NOT_ALLOWED"
 )
 
 func problem(status int, code, detail string) Problem {

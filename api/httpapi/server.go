@@ -19,6 +19,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/payguard/payguard/config"
 	"github.com/payguard/payguard/loadgen"
@@ -55,12 +56,14 @@ type Server struct {
 	log      *slog.Logger
 	store    *store.Store
 	temporal client.Client
-	http     *http.Server
-	listener net.Listener
-	Metrics  *Metrics
-	purge    context.CancelFunc
-	stopOnce sync.Once
-	stopErr  error
+	// dataConverter decodes what the client encoded (payguard's codec).
+	dataConverter converter.DataConverter
+	http          *http.Server
+	listener      net.Listener
+	Metrics       *Metrics
+	purge         context.CancelFunc
+	stopOnce      sync.Once
+	stopErr       error
 }
 
 // HealthPath is the API's liveness endpoint, unauthenticated (compose's
@@ -80,7 +83,7 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error
 		return nil, err
 	}
 	opts.Interceptors = telemetry.Interceptors()
-	s := &Server{cfg: cfg, log: logger, Metrics: NewMetrics()}
+	s := &Server{cfg: cfg, log: logger, Metrics: NewMetrics(), dataConverter: opts.DataConverter}
 	ok := false
 	defer func() {
 		if !ok {
@@ -127,10 +130,32 @@ func (s *Server) routes() *http.ServeMux {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.Metrics.Registry, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+	noRoute := func(w http.ResponseWriter, r *http.Request) {
+		if allowed := allowedMethods(mux, r); len(allowed) > 0 {
+			w.Header().Set("Allow", strings.Join(allowed, ", "))
+			writeProblem(w, problem(http.StatusMethodNotAllowed, CodeMethodNotAllowed,
+				fmt.Sprintf("%s takes %s, not %s", r.URL.Path, strings.Join(allowed, ", "), r.Method)))
+			return
+		}
 		writeProblem(w, problem(http.StatusNotFound, CodeNotFound, fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)))
-	})
+	}
+	// Under /api/ the token comes first, even for a route that is not.
+	mux.Handle("/api/", s.authorized(http.HandlerFunc(noRoute)))
+	mux.HandleFunc("/", noRoute)
 	return mux
+}
+
+// allowedMethods are the methods some route takes r's path with.
+func allowedMethods(mux *http.ServeMux, r *http.Request) []string {
+	var allowed []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := mux.Handler(probe); pattern != "" && pattern != "/" && pattern != "/api/" {
+			allowed = append(allowed, m)
+		}
+	}
+	return allowed
 }
 
 // authorized requires the bearer token, when one is configured, before

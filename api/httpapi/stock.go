@@ -32,6 +32,10 @@ func (s *Server) putStock(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st, err := s.store.SetAvailable(r.Context(), productID, *req.Available)
+	if errors.Is(err, store.ErrInvalid) {
+		writeProblem(w, problem(http.StatusBadRequest, CodeInvalid, err.Error()))
+		return
+	}
 	if err != nil {
 		writeProblem(w, s.unavailable("database", err))
 		return
