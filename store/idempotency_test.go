@@ -37,7 +37,8 @@ func TestIdempotencyKeyLifecycle(t *testing.T) {
 	assert.Equal(t, "ord-d", begin("k2", "h", "ord-f", time.Minute).OrderID, "the order of the first holder")
 	// A released key is taken up at once, with its order.
 	require.NoError(t, s.ReleaseIdempotent(ctx, "user-1", "k2"))
-	assert.Equal(t, store.Idempotent{State: store.StateFirst, OrderID: "ord-d"}, begin("k2", "h", "ord-g", time.Minute))
+	assert.Equal(t, store.Idempotent{State: store.StateFirst, OrderID: "ord-d", TakenUp: true}, begin("k2", "h", "ord-g", time.Minute),
+		"taken up: the first holder may have placed it")
 	// Another customer's key of the same name is another key.
 	other, err := s.BeginIdempotent(ctx, "user-2", "k1", []byte("other"), "ord-h", time.Minute)
 	require.NoError(t, err)
