@@ -138,16 +138,23 @@ type SweepObserver interface {
 type Sweeper struct {
 	store   *store.Store
 	acts    *Activities
-	running func(ctx context.Context, orderID string) (bool, error)
+	running Running
 	limiter *rate.Limiter
 	observe SweepObserver
+}
+
+// Running says whether a workflow that owns part of an order runs now:
+// its PaymentWorkflow, or the RefundWorkflow of one of its charges.
+type Running interface {
+	Payment(ctx context.Context, orderID string) (bool, error)
+	Refund(ctx context.Context, orderID, transactionKey string) (bool, error)
 }
 
 // NewSweeper builds the sweep's activities. Lookups go through acts (its
 // lookup breaker) at most perSecond a second for this worker process: a
 // token bucket (golang.org/x/time/rate) rather than a hand-written pacer.
 // running says whether an order's workflow is running.
-func NewSweeper(s *store.Store, acts *Activities, running func(ctx context.Context, orderID string) (bool, error),
+func NewSweeper(s *store.Store, acts *Activities, running Running,
 	perSecond float64, observer SweepObserver) *Sweeper {
 	return &Sweeper{store: s, acts: acts, running: running, limiter: rate.NewLimiter(rate.Limit(perSecond), 1), observe: observer}
 }
@@ -166,7 +173,7 @@ func (w *Sweeper) SweepBatch(ctx context.Context, in SweepBatchInput) (SweepBatc
 	for i, c := range page {
 		activity.RecordHeartbeat(ctx, i)
 		res.Checked++
-		running, err := w.running(ctx, c.OrderID)
+		running, err := w.running.Payment(ctx, c.OrderID)
 		if err != nil {
 			return SweepBatchResult{}, fmt.Errorf("is order %s's workflow running: %w", c.OrderID, err)
 		}
@@ -209,6 +216,18 @@ func (w *Sweeper) SweepBatch(ctx context.Context, in SweepBatchInput) (SweepBatc
 			continue
 		}
 		for _, f := range Classify(c.Order, looked.Transactions) {
+			if f.Finding == FindingConfirmedUnpaid && f.GatewayStatus == gateway.StatusCancelled {
+				// A customer's refund between the gateway's cancel and its
+				// record: the refund's workflow owns the order until then.
+				refunding, err := w.running.Refund(ctx, f.OrderID, f.TransactionKey)
+				if err != nil {
+					return SweepBatchResult{}, fmt.Errorf("is order %s's refund running: %w", c.OrderID, err)
+				}
+				if refunding {
+					res.Running++
+					continue
+				}
+			}
 			if f.Action == ActionFlag {
 				flagged, err := w.store.Flagged(ctx, f.OrderID, f.Finding, f.TransactionKey, f.GatewayStatus)
 				if err != nil {

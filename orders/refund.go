@@ -48,9 +48,11 @@ func Refund(ctx context.Context, cl client.Client, st *store.Store, taskQueue, o
 	id := workflows.RefundWorkflowID(orderID, o.TransactionKey)
 	run, err := cl.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID: id, TaskQueue: taskQueue,
-		// One refund per charge, ever: a finished one is not run again, a
-		// running one is the one a repeat waits for.
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		// One refund per charge: a completed one is not run again, a running
+		// one is the one a repeat waits for, and one that ended otherwise
+		// (failed: the gateway refunded nothing; terminated) may run again,
+		// as its steps are idempotent.
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		StaticSummary:            fmt.Sprintf("Refund order %s: charge %s of %d, stock returned", orderID, o.TransactionKey, o.Amount),
 	}, workflows.RefundWorkflowName, workflows.RefundOrderInput(orderID, o.UserID, o.TransactionKey, o.Amount))

@@ -142,6 +142,9 @@ type RefundInput struct {
 	ReturnStock bool `json:"returnStock,omitempty"`
 }
 
+// ErrNothingRefunded fails a customer's refund the gateway did not make.
+const ErrNothingRefunded = "NothingRefunded"
+
 // RefundOrderInput is the refund in full of a CONFIRMED order's own charge.
 func RefundOrderInput(orderID, userID, transactionKey string, amount int64) RefundInput {
 	return RefundInput{OrderID: orderID, UserID: userID, TransactionKey: transactionKey, Amount: amount,

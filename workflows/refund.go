@@ -33,10 +33,7 @@ func (w *Workflows) Refund(ctx workflow.Context, in RefundInput) (activities.Can
 		return res, err
 	}
 	if in.ReturnStock {
-		storeCtx := workflow.WithActivityOptions(ctx,
-			databaseOptions(fmt.Sprintf("Record the refund of %s and return the stock of order %s", in.TransactionKey, in.OrderID)))
-		return res, workflow.ExecuteActivity(storeCtx, a.Settle, activities.SettleInput{OrderID: in.OrderID, Payment: status.PaymentRefunded,
-			Reservation: activities.ReturnReservation, Cause: in.Cause}).Get(ctx, nil)
+		return res, w.recordRefund(ctx, in, res)
 	}
 	// The payment's database options: the refund's once left out the
 	// backoff coefficient (the SDK's default is the same 2) and the stock
@@ -56,4 +53,29 @@ func (w *Workflows) Refund(ctx workflow.Context, in RefundInput) (activities.Can
 		}
 	}
 	return res, nil
+}
+
+// recordRefund records a customer's refund, only as far as the gateway
+// did it: the charge refunded, the payment REFUNDED and the stock returned
+// in one step; a cancel that refunded nothing (the gateway knows no such
+// charge, or holds it FAILED) records an anomaly, changes no books, and
+// fails the refund, which a later request may then run again.
+func (w *Workflows) recordRefund(ctx workflow.Context, in RefundInput, res activities.CancelResult) error {
+	storeCtx := workflow.WithActivityOptions(ctx,
+		databaseOptions(fmt.Sprintf("Record the refund of %s and return the stock of order %s", in.TransactionKey, in.OrderID)))
+	if res.Refunded == 0 {
+		statuses := make([]string, 0, len(res.Transactions))
+		for _, tx := range res.Transactions {
+			statuses = append(statuses, tx.TransactionKey+" "+tx.Status)
+		}
+		if err := workflow.ExecuteActivity(storeCtx, a.RecordEvent, activities.EventInput{OrderID: in.OrderID, Kind: activities.KindAnomaly,
+			Cause:  "refund asked for; the gateway refunded nothing",
+			Detail: map[string]any{"transaction_key": in.TransactionKey, "gateway": statuses}}).Get(ctx, nil); err != nil {
+			return err
+		}
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("the gateway refunded nothing of %s (%v): books unchanged",
+			in.TransactionKey, statuses), ErrNothingRefunded, nil)
+	}
+	return workflow.ExecuteActivity(storeCtx, a.Settle, activities.SettleInput{OrderID: in.OrderID, Payment: status.PaymentRefunded,
+		Reservation: activities.ReturnReservation, Cause: in.Cause}).Get(ctx, nil)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/payguard/payguard/gateway"
 	"github.com/payguard/payguard/status"
+	"github.com/payguard/payguard/store"
 )
 
 // MaxExamples bounds the examples kept per invariant: enough to start a
@@ -83,7 +84,7 @@ func netCharges(b Books) Result {
 		g := b.Gateway[id]
 		o := b.Orders[id]
 		want := 0
-		if o.Status == status.OrderConfirmed {
+		if o.Status == status.OrderConfirmed && !givenBack(o) {
 			want = 1
 		}
 		if got := g.successes(); got != want {
@@ -98,6 +99,13 @@ func netCharges(b Books) Result {
 		}
 	}
 	return r
+}
+
+// givenBack is a CONFIRMED order refunded in full at the customer's
+// request: its charge refunded and its stock returned (docs/design.md §12),
+// so it keeps no charge and sold nothing.
+func givenBack(o store.Order) bool {
+	return o.Status == status.OrderConfirmed && o.PaymentStatus == status.PaymentRefunded && o.Reservation == store.ReservationReturned
 }
 
 func statusOf(s status.Order) string {
@@ -128,7 +136,7 @@ func stockBalances(b Books) Result {
 	r := Result{ID: "I3", Rule: "per product total = available + reserved + sold, reserved = 0, sold = quantity of CONFIRMED orders"}
 	confirmed := map[string]int64{}
 	for _, o := range b.Orders {
-		if o.Status == status.OrderConfirmed {
+		if o.Status == status.OrderConfirmed && !givenBack(o) {
 			confirmed[o.ProductID] += o.Quantity
 		}
 	}
@@ -211,9 +219,9 @@ func paymentAgrees(b Books) Result {
 		switch {
 		case o.TransactionKey != "" && !known:
 			r.fail("order %s: transaction key %s in the database is not one of the order's at the gateway %s", id, o.TransactionKey, txList(g))
-		case (o.Status == status.OrderConfirmed) != (o.PaymentStatus == status.PaymentSuccess):
+		case (o.Status == status.OrderConfirmed && !givenBack(o)) != (o.PaymentStatus == status.PaymentSuccess):
 			r.fail("order %s: %s with payment %s", id, o.Status, o.PaymentStatus)
-		case o.Status == status.OrderConfirmed && tx.Status != gateway.StatusSuccess:
+		case o.Status == status.OrderConfirmed && !givenBack(o) && tx.Status != gateway.StatusSuccess:
 			r.fail("order %s: CONFIRMED with key %s, which the gateway holds as %q", id, o.TransactionKey, tx.Status)
 		case o.Status != status.OrderConfirmed && known && tx.Status == gateway.StatusSuccess:
 			r.fail("order %s: %s, yet its key %s is SUCCESS at the gateway", id, o.Status, o.TransactionKey)

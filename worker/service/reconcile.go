@@ -60,20 +60,29 @@ func EnsureSchedule(ctx context.Context, c client.Client, cfg Config) error {
 	}})
 }
 
-// workflowRunning says whether the order's workflow (PaymentWorkflow, or a
-// recovery under the same id) is running now.
-func workflowRunning(c client.Client) func(ctx context.Context, orderID string) (bool, error) {
-	return func(ctx context.Context, orderID string) (bool, error) {
-		d, err := c.DescribeWorkflow(ctx, workflows.PaymentWorkflowID(orderID), "")
-		var notFound *serviceerror.NotFound
-		switch {
-		case errors.As(err, &notFound):
-			return false, nil
-		case err != nil:
-			return false, err
-		}
-		return d.RawResponse.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, nil
+// workflowsRunning answers the sweep (activities.Running) from Temporal:
+// the order's workflow (PaymentWorkflow, or a recovery under the same id),
+// or a refund of one of its charges.
+type workflowsRunning struct{ c client.Client }
+
+func (w workflowsRunning) Payment(ctx context.Context, orderID string) (bool, error) {
+	return w.running(ctx, workflows.PaymentWorkflowID(orderID))
+}
+
+func (w workflowsRunning) Refund(ctx context.Context, orderID, transactionKey string) (bool, error) {
+	return w.running(ctx, workflows.RefundWorkflowID(orderID, transactionKey))
+}
+
+func (w workflowsRunning) running(ctx context.Context, workflowID string) (bool, error) {
+	d, err := w.c.DescribeWorkflow(ctx, workflowID, "")
+	var notFound *serviceerror.NotFound
+	switch {
+	case errors.As(err, &notFound):
+		return false, nil
+	case err != nil:
+		return false, err
 	}
+	return d.RawResponse.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, nil
 }
 
 // reconcileMetrics are the sweep's metrics (activities.SweepObserver).

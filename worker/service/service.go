@@ -135,7 +135,7 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error
 	w.worker = cfg.newWorker(w.temporal)
 	cfg.registerWorkflows(w.worker)
 	w.worker.RegisterActivity(acts)
-	w.worker.RegisterActivity(activities.NewSweeper(st, acts, workflowRunning(w.temporal), cfg.reconcileRate(),
+	w.worker.RegisterActivity(activities.NewSweeper(st, acts, workflowsRunning{w.temporal}, cfg.reconcileRate(),
 		newReconcileMetrics(w.Metrics.Registry)))
 	if err := EnsureSchedule(ctx, w.temporal, cfg); err != nil && cfg.ReconcileInterval > 0 {
 		return nil, fmt.Errorf("reconciliation schedule: %w", err)
