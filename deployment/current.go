@@ -111,7 +111,7 @@ func applyOnce(ctx context.Context, h client.WorkerDeploymentHandle, v worker.Wo
 // returns the version that was current before (nil: none).
 func SetCurrent(ctx context.Context, cl client.Client, name, buildID string) (*worker.WorkerDeploymentVersion, error) {
 	h := cl.WorkerDeploymentClient().GetHandle(name)
-	desc, err := h.Describe(ctx, client.WorkerDeploymentDescribeOptions{})
+	desc, err := describe(ctx, h)
 	if err != nil {
 		return nil, fmt.Errorf("deployment %s: %w", name, explain(err))
 	}
@@ -215,6 +215,27 @@ func pause(ctx context.Context, last error) error {
 		return errors.Join(ctx.Err(), last)
 	case <-time.After(retryEvery):
 		return nil
+	}
+}
+
+// notFoundFor is how long a deployment said not to exist is asked again:
+// a loaded dev server has answered NotFound for a deployment it had
+// described a moment before.
+const notFoundFor = 2 * time.Second
+
+// describe reads the deployment, asking again for up to notFoundFor while
+// the server says it does not exist.
+func describe(ctx context.Context, h client.WorkerDeploymentHandle) (client.WorkerDeploymentDescribeResponse, error) {
+	until := time.Now().Add(notFoundFor)
+	for {
+		desc, err := h.Describe(ctx, client.WorkerDeploymentDescribeOptions{})
+		var notFound *serviceerror.NotFound
+		if err == nil || !errors.As(err, &notFound) || time.Now().After(until) {
+			return desc, err
+		}
+		if err := pause(ctx, err); err != nil {
+			return desc, err
+		}
 	}
 }
 

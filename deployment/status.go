@@ -60,7 +60,7 @@ func (s Status) Build(buildID string) (BuildStatus, bool) {
 // show a run pinned just before the build stopped being current.
 func Describe(ctx context.Context, cl client.Client, name string, grace time.Duration) (Status, error) {
 	h := cl.WorkerDeploymentClient().GetHandle(name)
-	desc, err := h.Describe(ctx, client.WorkerDeploymentDescribeOptions{})
+	desc, err := describe(ctx, h)
 	if err != nil {
 		return Status{}, fmt.Errorf("deployment %s: %w", name, explain(err))
 	}
