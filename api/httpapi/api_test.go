@@ -299,8 +299,7 @@ func TestRequestsAreCountedByRouteAndCode(t *testing.T) {
 func TestRefundThroughTheAPI(t *testing.T) {
 	s, _, c := apiStack(t, 200*time.Millisecond, nil)
 	s.SetStock(t, "P1", 10)
-	require.Equal(t, http.StatusCreated, c.do(http.MethodPost, "/api/v1/orders", order("refund-0001", "P1", 3, 900), customer, true).code)
-	s.WaitOrder(t, "refund-0001", status.OrderConfirmed, 30*time.Second)
+	confirmedOrder(t, s, c, "refund-0001")
 	require.Equal(t, int64(3), s.Stock(t, "P1").Sold)
 
 	r := c.do(http.MethodPost, "/api/v1/orders/refund-0001/refund", nil, nil, true)

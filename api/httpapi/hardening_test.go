@@ -98,10 +98,17 @@ type pausingProxy struct {
 
 func newPausingProxy(t *testing.T, target string) *pausingProxy {
 	p := &pausingProxy{l: testenv.Listen(t), target: target, resume: make(chan struct{})}
-	t.Cleanup(func() { _ = p.l.Close() })
+	forward(t, p.l, target, func(in, out net.Conn) { _, _ = io.Copy(out, in) }, p.serverToClient)
+	return p
+}
+
+// forward accepts connections on l until it closes, dials target for each,
+// and runs up (client to server) and down (server to client) on the pair.
+func forward(t *testing.T, l net.Listener, target string, up, down func(from, to net.Conn)) {
+	t.Cleanup(func() { _ = l.Close() })
 	go func() {
 		for {
-			in, err := p.l.Accept()
+			in, err := l.Accept()
 			if err != nil {
 				return
 			}
@@ -111,11 +118,10 @@ func newPausingProxy(t *testing.T, target string) *pausingProxy {
 				continue
 			}
 			t.Cleanup(func() { _ = in.Close(); _ = out.Close() })
-			go func() { _, _ = io.Copy(out, in) }()
-			go p.serverToClient(out, in)
+			go up(in, out)
+			go down(out, in)
 		}
 	}()
-	return p
 }
 
 func (p *pausingProxy) serverToClient(from, to net.Conn) {
@@ -313,23 +319,7 @@ type pgCounter struct {
 
 func newPGCounter(t *testing.T, target string) *pgCounter {
 	p := &pgCounter{l: testenv.Listen(t)}
-	t.Cleanup(func() { _ = p.l.Close() })
-	go func() {
-		for {
-			in, err := p.l.Accept()
-			if err != nil {
-				return
-			}
-			out, err := net.Dial("tcp", target)
-			if err != nil {
-				_ = in.Close()
-				continue
-			}
-			t.Cleanup(func() { _ = in.Close(); _ = out.Close() })
-			go func() { _, _ = io.Copy(in, out) }()
-			go p.clientToServer(in, out)
-		}
-	}()
+	forward(t, p.l, target, p.clientToServer, func(out, in net.Conn) { _, _ = io.Copy(in, out) })
 	return p
 }
 

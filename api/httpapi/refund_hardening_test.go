@@ -56,6 +56,19 @@ func refundDone(t *testing.T, orderID, key string) error {
 	return testenv.RawTemporal(t).GetWorkflow(ctx, workflows.RefundWorkflowID(orderID, key), "").Get(ctx, nil)
 }
 
+// refundHeldBeforeItsRecord asks for the order's refund with its
+// reservation row held, and returns once the gateway has refunded the
+// charge and the refund's record waits on the row; release lets it go on.
+func refundHeldBeforeItsRecord(t *testing.T, s *testenv.Stack, c *client, o store.Order) (release func()) {
+	t.Helper()
+	release = testenv.HoldRows(t, s.Store.Pool(), `SELECT 1 FROM reservations WHERE order_id = $1 FOR UPDATE`, o.OrderID)
+	r := c.do(http.MethodPost, "/api/v1/orders/"+o.OrderID+"/refund", nil, nil, true)
+	require.Equal(t, http.StatusAccepted, r.code, "%s", r.body)
+	testenv.Eventually(t, 30*time.Second, func() bool { return s.Sim.Stats().Orders[o.OrderID].Refunded == 1 }, "the gateway refunded the charge")
+	testenv.WaitLockWaiters(t, s.Store.Pool(), 1, "", "the refund's record waiting on the reservation")
+	return release
+}
+
 // booksUnchanged asserts the order still holds its charge and its stock.
 func booksUnchanged(t *testing.T, s *testenv.Stack, orderID string) {
 	t.Helper()
@@ -116,11 +129,7 @@ func TestASweepLeavesARefundInProgressAlone(t *testing.T) {
 	s.SetStock(t, "P1", 10)
 	o := confirmedOrder(t, s, c, "rvwin-0001")
 
-	release := testenv.HoldRows(t, s.Store.Pool(), `SELECT 1 FROM reservations WHERE order_id = $1 FOR UPDATE`, o.OrderID)
-	r := c.do(http.MethodPost, "/api/v1/orders/rvwin-0001/refund", nil, nil, true)
-	require.Equal(t, http.StatusAccepted, r.code, "%s", r.body)
-	testenv.Eventually(t, 30*time.Second, func() bool { return s.Sim.Stats().Orders[o.OrderID].Refunded == 1 }, "the gateway refunded the charge")
-	testenv.WaitLockWaiters(t, s.Store.Pool(), 1, "", "the refund's record waiting on the reservation")
+	release := refundHeldBeforeItsRecord(t, s, c, o)
 	var out bytes.Buffer
 	require.NoError(t, cli.Run(context.Background(), []string{"reconcile", "--json"}, cli.Env{Getenv: s.Getenv, Stdout: &out, Stderr: &out}), out.String())
 	assert.NotContains(t, out.String(), "confirmed_unpaid", "a refund in progress is not a finding")
@@ -156,10 +165,7 @@ func TestARefundEndedBeforeItsRecordRunsAgain(t *testing.T) {
 	s, _, c := apiStack(t, 200*time.Millisecond, nil)
 	s.SetStock(t, "P1", 10)
 	o := confirmedOrder(t, s, c, "rvterm-0001")
-	release := testenv.HoldRows(t, s.Store.Pool(), `SELECT 1 FROM reservations WHERE order_id = $1 FOR UPDATE`, o.OrderID)
-	r := c.do(http.MethodPost, "/api/v1/orders/rvterm-0001/refund", nil, nil, true)
-	require.Equal(t, http.StatusAccepted, r.code, "%s", r.body)
-	testenv.Eventually(t, 30*time.Second, func() bool { return s.Sim.Stats().Orders[o.OrderID].Refunded == 1 }, "the gateway refunded the charge")
+	release := refundHeldBeforeItsRecord(t, s, c, o)
 	require.NoError(t, testenv.RawTemporal(t).TerminateWorkflow(context.Background(),
 		workflows.RefundWorkflowID(o.OrderID, o.TransactionKey), "", "operator terminated a stuck refund"))
 	release()

@@ -25,13 +25,7 @@ import (
 // standard ports, runs a short outage, writes its report and picture, keeps
 // the stack up until Ctrl-C, and then leaves nothing running.
 func TestDemoRunsTheStackAndStopsEverythingOnCtrlC(t *testing.T) {
-	bin := t.TempDir()
-	for _, pkg := range []string{"./demo", "./worker", "./pgsim"} {
-		require.NoError(t, os.Rename(testenv.BuildBinary(t, pkg), filepath.Join(bin, filepath.Base(pkg))))
-	}
-	cli, err := devserver.TemporalCLI()
-	require.NoError(t, err)
-	require.NoError(t, os.Symlink(cli, filepath.Join(bin, "temporal")))
+	bin := demoBin(t, "./demo", "./worker", "./pgsim")
 	out := t.TempDir()
 
 	cmd := exec.Command(filepath.Join(bin, "demo"), "--bin", bin, "--out", out,
@@ -111,28 +105,14 @@ wait:
 	for range lines {
 	}
 	require.NoError(t, cmd.Wait(), "a clean exit on Ctrl-C")
-	for _, addr := range []string{"127.0.0.1:7233", "127.0.0.1:8233", "127.0.0.1:8090", "127.0.0.1:8091", "127.0.0.1:8081"} {
-		testenv.Eventually(t, 10*time.Second, func() bool {
-			c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-			if err == nil {
-				c.Close()
-			}
-			return err != nil
-		}, addr+" closed: nothing left running")
-	}
+	allClosed(t, "127.0.0.1:7233", "127.0.0.1:8233", "127.0.0.1:8090", "127.0.0.1:8091", "127.0.0.1:8081")
 }
 
 // The same outage through the HTTP order API (make demo-api), a 20 s
 // smoke: every order is a POST answered 201, none fails, all end final and
 // nothing is charged twice; with --exit the demo leaves nothing running.
 func TestDemoThroughTheAPI(t *testing.T) {
-	bin := t.TempDir()
-	for _, pkg := range []string{"./demo", "./worker", "./pgsim", "./api"} {
-		require.NoError(t, os.Rename(testenv.BuildBinary(t, pkg), filepath.Join(bin, filepath.Base(pkg))))
-	}
-	cli, err := devserver.TemporalCLI()
-	require.NoError(t, err)
-	require.NoError(t, os.Symlink(cli, filepath.Join(bin, "temporal")))
+	bin := demoBin(t, "./demo", "./worker", "./pgsim", "./api")
 	out := t.TempDir()
 	cmd := exec.Command(filepath.Join(bin, "demo"), "--bin", bin, "--out", out, "--via", outage.ViaAPI, "--exit",
 		"--rate", "3", "--duration", "20s", "--down-at", "5s", "--up-at", "10s", "--deadline", "30s")
@@ -155,7 +135,14 @@ func TestDemoThroughTheAPI(t *testing.T) {
 	assert.Zero(t, report.OrdersChargedTwice)
 	t.Logf("first answer: closed p50 %.1f p95 %.1f ms, open p50 %.1f p95 %.1f ms; lost %s",
 		report.FirstAnswerClosed.P50, report.FirstAnswerClosed.P95, report.FirstAnswerOpen.P50, report.FirstAnswerOpen.P95, report.Outcomes.LostLine())
-	for _, addr := range []string{"127.0.0.1:7233", "127.0.0.1:8090", "127.0.0.1:8081", "127.0.0.1:8080"} {
+	allClosed(t, "127.0.0.1:7233", "127.0.0.1:8090", "127.0.0.1:8081", "127.0.0.1:8080")
+}
+
+// allClosed waits until nothing listens on any of addrs: nothing the demo
+// started is left running.
+func allClosed(t *testing.T, addrs ...string) {
+	t.Helper()
+	for _, addr := range addrs {
 		testenv.Eventually(t, 10*time.Second, func() bool {
 			c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
 			if err == nil {
@@ -164,4 +151,17 @@ func TestDemoThroughTheAPI(t *testing.T) {
 			return err != nil
 		}, addr+" closed: nothing left running")
 	}
+}
+
+// demoBin is a --bin folder holding the binaries of pkgs and the temporal CLI.
+func demoBin(t *testing.T, pkgs ...string) string {
+	t.Helper()
+	bin := t.TempDir()
+	for _, pkg := range pkgs {
+		require.NoError(t, os.Rename(testenv.BuildBinary(t, pkg), filepath.Join(bin, filepath.Base(pkg))))
+	}
+	cli, err := devserver.TemporalCLI()
+	require.NoError(t, err)
+	require.NoError(t, os.Symlink(cli, filepath.Join(bin, "temporal")))
+	return bin
 }
