@@ -171,7 +171,7 @@ func TestAStepNotSustainedRestartsTheDevServerBeforeTheNextPhase(t *testing.T) {
 	assert.Equal(t, 101, refined.Launched)
 	assert.Zero(t, refined.Final["FAILED"]+refined.Final["CANCELLED"]+refined.Final["REJECTED"]+refined.Final["NOT_STARTED"],
 		"the restarted server took every order: %v", refined.Final)
-	assert.Positive(t, refined.Final["CONFIRMED"], "orders were confirmed after the restart")
+	assert.Positive(t, refined.Final["CONFIRMED"], "orders were confirmed after the restart: %v; %s", refined.Final, stdout.String())
 	assert.Positive(t, refined.CPU.Server, "the restarted server's CPU is measured")
 }
 

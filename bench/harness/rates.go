@@ -19,6 +19,10 @@ import (
 // have (the issue's bar).
 const sustainP99 = 2 * time.Second
 
+// warmFor bounds the warm-up's wait for a first confirmed order: a stack
+// that confirms none in a minute is broken, and the steps will say so.
+const warmFor = time.Minute
+
 // Step is one open-loop rate of the payguard phase.
 type Step struct {
 	Offered     float64             `json:"offeredPerSecond"`

@@ -28,6 +28,7 @@ import (
 	"github.com/payguard/payguard/chaos/stack"
 	"github.com/payguard/payguard/internal/devserver"
 	"github.com/payguard/payguard/loadgen"
+	"github.com/payguard/payguard/status"
 	"github.com/payguard/payguard/store"
 )
 
@@ -221,11 +222,26 @@ func run(ctx context.Context, o Options, stdout io.Writer) error {
 		return &b, nil
 	}
 	// warm takes payguard's paths up (connections, caches) before anything
-	// is timed, and again after a restart of the dev server.
+	// is timed, and again after a restart of the dev server, until an
+	// order of each path is confirmed: after a restart the worker's
+	// pollers reconnect with a backoff, which no timed step may pay for.
+	paths := []place{nil}
+	if api != nil {
+		paths = append(paths, api.place)
+	}
 	warm := func() {
-		runStep(ctx, st.Client, 5, time.Second, nil, nil)
-		if api != nil {
-			runStep(ctx, st.Client, 5, time.Second, api.place, nil)
+		for _, via := range paths {
+			start := time.Now()
+			for {
+				s, _ := runStep(ctx, st.Client, 5, time.Second, via, nil)
+				if s.Final[string(status.OrderConfirmed)] > 0 || ctx.Err() != nil {
+					break
+				}
+				if time.Since(start) > warmFor {
+					say("no order confirmed while warming up for %s: timing anyway (%s)", warmFor, s.Why)
+					break
+				}
+			}
 		}
 	}
 	warm()
