@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/payguard/payguard/internal/testenv"
+	"github.com/payguard/payguard/loadgen"
 )
 
 // The bench's quick mode, every phase, against the real stack (dev server,
@@ -21,15 +22,37 @@ import (
 // checks what the run counted and wrote, never how fast anything was.
 func TestQuickBenchRunsEveryPhaseOnTheRealStack(t *testing.T) {
 	r, out, stdout := runOnTheRealStack(t, "--quick", "--label", "test")
-	require.NotNil(t, r.Baseline)
-	assert.Positive(t, r.Baseline.Completed)
-	assert.Zero(t, r.Baseline.Errors, r.Baseline.FirstError)
-	assert.Positive(t, r.Baseline.CPU.Server, "the dev server's CPU per no-op workflow is measured")
-	assert.Zero(t, r.Baseline.CPU.Worker, "the payguard worker is not part of the baseline")
-	require.NotNil(t, r.BaselineAfter, "the steps are bracketed by a second baseline")
-	assert.Positive(t, r.BaselineAfter.Completed)
-	assert.Zero(t, r.BaselineAfter.Errors, r.BaselineAfter.FirstError)
-	assert.InDelta(t, (r.Baseline.PerSecond+r.BaselineAfter.PerSecond)/2, r.BaselinePerSecond, 0.01, "the ratio's divisor is the baselines' mean")
+	// The baselines climb the same rates by the same rule, their
+	// workflows followed to the end as payguard's orders are.
+	for name, steps := range map[string][]Step{"minimal": r.MinimalSteps, "no-op": r.NoopSteps} {
+		require.Len(t, steps, 2, "%s: rates 2 and 4", name)
+		for _, s := range steps {
+			assert.Equal(t, int(s.Offered*s.DurationSec), s.Launched, "%s: every workflow of a step is launched", name)
+			assert.Zero(t, s.Final["ERROR"]+s.Final["NOT_STARTED"], "%s: %v", name, s.Final)
+			assert.Positive(t, s.Final["CONFIRMED"], "%s: workflows complete: %v", name, s.Final)
+			assert.Positive(t, s.CPU.Server, "%s: the dev server's CPU per workflow is measured", name)
+			assert.Zero(t, s.CPU.Worker, "%s: the payguard worker is not part of a baseline", name)
+			assert.Zero(t, s.Outcomes.Orders, "%s: no order rows", name)
+		}
+	}
+	if r.MinimalPerSecond > 0 {
+		assert.InDelta(t, r.Sustained/r.MinimalPerSecond, r.RatioToMinimal, 0.01, "the headline is payguard ÷ minimal")
+	}
+	// Where the server's work goes: one history per ladder, the minimal
+	// workflow's exactly its two local activities' markers and one signal.
+	histories := map[string]History{}
+	for _, h := range r.Histories {
+		histories[h.Of] = h
+	}
+	require.Contains(t, histories, "minimal", "%+v", r.Histories)
+	minimal := histories["minimal"]
+	assert.Equal(t, 2, minimal.ByType["MarkerRecorded"], "%+v", minimal.ByType)
+	assert.Equal(t, 1, minimal.ByType["WorkflowExecutionSignaled"], "%+v", minimal.ByType)
+	assert.Zero(t, minimal.ByType["ActivityTaskScheduled"], "%+v", minimal.ByType)
+	assert.Equal(t, 3, histories["no-op"].ByType["ActivityTaskScheduled"], "%+v", histories["no-op"].ByType)
+	require.Contains(t, histories, "payguard")
+	assert.Greater(t, histories["payguard"].Events, minimal.Events)
+	assert.GreaterOrEqual(t, histories["payguard"].VisibilityWrites, 2, "its start and close at least")
 	assert.LessOrEqual(t, r.QuietWaitSec, quietLimit.Seconds()+1, "the wait for a quiet server is bounded")
 	require.NotEmpty(t, r.Steps)
 	require.NotEmpty(t, r.APISteps, "the api phase ran the steps through the HTTP order API")
@@ -84,11 +107,12 @@ func TestQuickBenchRunsEveryPhaseOnTheRealStack(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, strings.HasPrefix(string(svg), "<svg"))
 	assert.Contains(t, stdout.String(), "ratio payguard / no-op")
+	assert.Contains(t, stdout.String(), "ratio payguard / minimal (headline)")
 }
 
 func TestFlagsRefuseBadInputBeforeAnythingStarts(t *testing.T) {
 	for _, args := range [][]string{
-		{"--rates", "10,abc"}, {"--rates", "0"}, {"--in-flight", "0"}, {"--waiting", "0"}, {"--phases", "rates,nap"}, {"extra"},
+		{"--rates", "10,abc"}, {"--rates", "0"}, {"--step", "0s"}, {"--waiting", "0"}, {"--phases", "rates,nap"}, {"extra"},
 	} {
 		_, err := parseFlags(args, &bytes.Buffer{})
 		assert.Error(t, err, "%v", args)
@@ -117,24 +141,33 @@ func TestBetweenHalvesTheGap(t *testing.T) {
 	}
 }
 
-// The headline divides by the mean of the baselines that bracket the steps,
-// or by the one baseline when only one ran; only sustained steps count.
-func TestRatioIsAgainstTheBaselinesMean(t *testing.T) {
-	steps := []Step{{Throughput: 40, Sustained: true}, {Throughput: 44, Sustained: true}, {Throughput: 46}}
-	r := Report{Baseline: &Baseline{PerSecond: 48}, BaselineAfter: &Baseline{PerSecond: 40}, Steps: steps}
+// Every ratio is between highest sustained rates, each ladder's by the
+// same rule; the headline divides by the minimal workflow's.
+func TestRatiosAreBetweenHighestSustainedRates(t *testing.T) {
+	r := Report{
+		MinimalSteps: []Step{{Throughput: 60, Sustained: true}, {Throughput: 66, Sustained: true}, {Throughput: 70}},
+		NoopSteps:    []Step{{Throughput: 30, Sustained: true}, {Throughput: 34}},
+		Steps:        []Step{{Throughput: 30, Sustained: true, Latency: loadgenP99(800)}, {Throughput: 33, Sustained: true, Latency: loadgenP99(900)}, {Throughput: 46}},
+	}
 	r.summarise()
-	assert.Equal(t, 44.0, r.Sustained)
-	assert.Equal(t, 44.0, r.BaselinePerSecond)
-	assert.Equal(t, 1.0, r.Ratio)
-	assert.Contains(t, r.Table(), "no-op baseline again")
-
-	r.BaselineAfter = nil
-	r.summarise()
-	assert.Equal(t, 48.0, r.BaselinePerSecond)
-	assert.Equal(t, 0.92, r.Ratio)
+	assert.Equal(t, 33.0, r.Sustained)
+	assert.Equal(t, 900.0, r.SustainedP99, "the p99 of the step that sets the sustained rate")
+	assert.Equal(t, 66.0, r.MinimalPerSecond)
+	assert.Equal(t, 30.0, r.BaselinePerSecond)
+	assert.Equal(t, 0.5, r.RatioToMinimal)
+	assert.Equal(t, 1.1, r.Ratio)
 	assert.Zero(t, r.APIRatio, "no API steps, no API ratio")
-	assert.NotContains(t, r.Table(), "ratio API / direct")
+	table := r.Table()
+	assert.Regexp(t, `ratio payguard / minimal \(headline\) +0\.50×`, table)
+	assert.NotContains(t, table, "ratio API / direct")
+
+	r.MinimalSteps = nil
+	r.summarise()
+	assert.Zero(t, r.RatioToMinimal, "no minimal steps, no headline")
+	assert.NotContains(t, r.Table(), "headline")
 }
+
+func loadgenP99(ms float64) loadgen.Percentiles { return loadgen.Percentiles{P99: ms} }
 
 // Through the API the highest sustained step counts the same way, and is
 // set against the direct one's.
@@ -146,7 +179,7 @@ func TestAPIRatioIsAgainstTheDirectSustainedRate(t *testing.T) {
 	assert.Equal(t, 24.65, r.APISustained)
 	assert.Equal(t, 0.85, r.APIRatio)
 	table := r.Table()
-	assert.Contains(t, table, "payguard via API at 25 orders/s offered")
+	assert.Contains(t, table, "payguard via API at 25/s offered")
 	assert.Regexp(t, `ratio API / direct +0\.85× +against payguard sustained 29\.0 orders/s`, table)
 	assert.Contains(t, r.SVG(), "= 0.85× direct")
 

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/payguard/payguard/loadgen"
 )
@@ -25,25 +26,35 @@ type Report struct {
 	QuietWaitSec float64 `json:"quietWaitSeconds"`
 	// Restarts counts the dev server's restarts before a timed phase that
 	// followed a step not sustained (run.go).
-	Restarts int       `json:"devServerRestarts"`
-	Baseline *Baseline `json:"baseline,omitempty"`
-	Steps    []Step    `json:"steps,omitempty"`
-	// BaselineAfter is the baseline run again after the steps, when both
-	// phases ran: the two bracket payguard's steps.
-	BaselineAfter *Baseline `json:"baselineAfter,omitempty"`
-	// BaselinePerSecond is what the ratio divides by: the mean of the two
-	// baselines' workflows/s, or the one baseline's.
+	Restarts int `json:"devServerRestarts"`
+	// MinimalSteps and NoopSteps are the baselines' steps (baselines.go),
+	// climbed by the same rule as payguard's Steps.
+	MinimalSteps []Step `json:"minimalSteps,omitempty"`
+	NoopSteps    []Step `json:"noopSteps,omitempty"`
+	Steps        []Step `json:"steps,omitempty"`
+	// MinimalPerSecond and BaselinePerSecond are the baselines' highest
+	// sustained workflows/s: the minimal and the no-op workflow's.
+	MinimalPerSecond  float64 `json:"minimalWorkflowsPerSecond"`
 	BaselinePerSecond float64 `json:"baselineWorkflowsPerSecond"`
 	Sustained         float64 `json:"sustainedOrdersPerSecond"` // the highest sustained step's confirmed/s
-	Ratio             float64 `json:"ratioToBaseline"`          // the headline: Sustained / BaselinePerSecond
+	// SustainedP99 is that step's p99 time to CONFIRMED (target ≤ 1 s).
+	SustainedP99 float64 `json:"sustainedP99Millis"`
+	// RatioToMinimal is the headline: Sustained / MinimalPerSecond, the
+	// share of the limit payguard reaches (target ≥ 0.6); Ratio is the same
+	// against the no-op workflow.
+	RatioToMinimal float64 `json:"ratioToMinimal"`
+	Ratio          float64 `json:"ratioToBaseline"`
 	// APISteps are the same steps with every order placed through the
 	// HTTP order API (the api phase); APISustained their highest
 	// sustained confirmed/s, APIRatio that over Sustained (target ≥ 0.9).
-	APISteps     []Step         `json:"apiSteps,omitempty"`
-	APISustained float64        `json:"apiSustainedOrdersPerSecond,omitempty"`
-	APIRatio     float64        `json:"ratioApiToDirect,omitempty"`
-	Breaker      *BreakerResult `json:"breaker,omitempty"`
-	Capacity     *Capacity      `json:"capacity,omitempty"`
+	APISteps     []Step  `json:"apiSteps,omitempty"`
+	APISustained float64 `json:"apiSustainedOrdersPerSecond,omitempty"`
+	APIRatio     float64 `json:"ratioApiToDirect,omitempty"`
+	// Histories are one completed workflow's history per ladder: where
+	// payguard's server work goes beside the baselines'.
+	Histories []History      `json:"histories,omitempty"`
+	Breaker   *BreakerResult `json:"breaker,omitempty"`
+	Capacity  *Capacity      `json:"capacity,omitempty"`
 	// Outcomes sums the steps' (Step.Outcomes); Lost is its lost orders.
 	Outcomes loadgen.Outcomes `json:"outcomes"`
 	Lost     int              `json:"lostOrders"`
@@ -84,38 +95,59 @@ func loadAverage() string {
 	return strings.Join(f[:3], " ")
 }
 
-// apiRatioTarget is the issue's bar for orders through the API: at least
-// this share of the direct rate (measured, never asserted).
-const apiRatioTarget = 0.9
+// The issue's bars, measured, never asserted: the API's share of the
+// direct rate, payguard's share of the minimal workflow's, and the p99 of
+// a confirmed order at the sustained rate.
+const (
+	apiRatioTarget     = 0.9
+	minimalRatioTarget = 0.6
+	p99Target          = time.Second
+)
 
-// highestSustained is the highest sustained step's confirmed/s.
-func highestSustained(steps []Step) float64 {
-	best := 0.0
+// highestSustained is the highest sustained step's confirmed/s, and that
+// step's p99 time to final status.
+func highestSustained(steps []Step) (rate, p99 float64) {
 	for _, s := range steps {
-		if s.Sustained {
-			best = math.Max(best, s.Throughput)
+		if s.Sustained && s.Throughput > rate {
+			rate, p99 = s.Throughput, s.Latency.P99
 		}
 	}
-	return best
+	return rate, p99
+}
+
+// stepsOf is where a ladder's steps go in the report.
+func (r *Report) stepsOf(ladder string) *[]Step {
+	switch ladder {
+	case minimalLadder:
+		return &r.MinimalSteps
+	case noopLadder:
+		return &r.NoopSteps
+	case apiLadder:
+		return &r.APISteps
+	}
+	return &r.Steps
+}
+
+// ratio is a over b to two places, 0 without b.
+func ratio(a, b float64) float64 {
+	if b <= 0 {
+		return 0
+	}
+	return round2(a / b)
 }
 
 // summarise takes the highest sustained steps and the ratios.
 func (r *Report) summarise() {
-	r.Sustained = highestSustained(r.Steps)
-	r.APISustained, r.APIRatio = highestSustained(r.APISteps), 0
-	if len(r.APISteps) > 0 && r.Sustained > 0 {
-		r.APIRatio = round2(r.APISustained / r.Sustained)
+	r.Sustained, r.SustainedP99 = highestSustained(r.Steps)
+	r.APISustained, _ = highestSustained(r.APISteps)
+	r.MinimalPerSecond, _ = highestSustained(r.MinimalSteps)
+	r.BaselinePerSecond, _ = highestSustained(r.NoopSteps)
+	r.APIRatio = 0
+	if len(r.APISteps) > 0 {
+		r.APIRatio = ratio(r.APISustained, r.Sustained)
 	}
-	r.BaselinePerSecond = 0
-	if r.Baseline != nil {
-		r.BaselinePerSecond = r.Baseline.PerSecond
-		if a := r.BaselineAfter; a != nil {
-			r.BaselinePerSecond = round2((r.Baseline.PerSecond + a.PerSecond) / 2)
-		}
-	}
-	if r.BaselinePerSecond > 0 {
-		r.Ratio = round2(r.Sustained / r.BaselinePerSecond)
-	}
+	r.RatioToMinimal = ratio(r.Sustained, r.MinimalPerSecond)
+	r.Ratio = ratio(r.Sustained, r.BaselinePerSecond)
 }
 
 // Table is the run for the terminal and the README.
@@ -125,28 +157,29 @@ func (r Report) Table() string {
 	fmt.Fprintf(w, "\n  payguard bench%s — %d CPUs (%s), load average %s before, %s after\n\n", labelled(r.Label), r.Machine.CPUs,
 		r.Machine.Model, r.Machine.LoadBefore, r.Machine.LoadAfter)
 	fmt.Fprintf(w, "  measure\tvalue\tdetail\n")
-	baseline := func(when string, b *Baseline) {
-		if b != nil {
-			fmt.Fprintf(w, "  no-op baseline%s (%d activities, %d in flight)\t%.1f workflows/s\tp50 %.0f ms, p99 %.0f ms, %d errors; CPU per workflow: %s\n",
-				when, b.Activities, b.InFlight, b.PerSecond, b.Latency.P50, b.Latency.P99, b.Errors, b.CPU)
-		}
-	}
-	baseline("", r.Baseline)
 	steps := func(name string, steps []Step) {
 		for _, s := range steps {
-			fmt.Fprintf(w, "  %s at %g orders/s offered\t%.1f confirmed/s\tp50 %.0f ms, p95 %.0f ms, p99 %.0f ms, first answer p50 %.0f ms, %d lost, %s; CPU per order: %s\n",
+			fmt.Fprintf(w, "  %s at %g/s offered\t%.1f confirmed/s\tp50 %.0f ms, p95 %.0f ms, p99 %.0f ms, first answer p50 %.0f ms, %d lost, %s; CPU per order: %s\n",
 				name, s.Offered, s.Throughput, s.Latency.P50, s.Latency.P95, s.Latency.P99, s.FirstAnswer.P50, s.Outcomes.Lost, verdict(s), s.CPU)
 		}
 	}
-	steps("payguard", r.Steps)
-	steps("payguard via API", r.APISteps)
-	baseline(" again", r.BaselineAfter)
+	steps(minimalLadder, r.MinimalSteps)
+	steps(noopLadder, r.NoopSteps)
+	steps(payguardLadder, r.Steps)
+	steps(apiLadder, r.APISteps)
 	restarts := ""
 	if r.Restarts > 0 {
 		restarts = fmt.Sprintf("; dev server restarted %d× after steps not sustained", r.Restarts)
 	}
+	if len(r.MinimalSteps) > 0 {
+		fmt.Fprintf(w, "  minimal workflow sustained (the limit)\t%.1f workflows/s\tlocal activity, one signal, local activity\n", r.MinimalPerSecond)
+	}
+	if len(r.NoopSteps) > 0 {
+		fmt.Fprintf(w, "  no-op workflow sustained\t%.1f workflows/s\t%d activities that do nothing\n", r.BaselinePerSecond, happyPathActivities)
+	}
 	if len(r.Steps) > 0 {
-		fmt.Fprintf(w, "  payguard sustained\t%.1f orders/s\tevery order CONFIRMED, p99 < %s%s\n", r.Sustained, sustainP99, restarts)
+		fmt.Fprintf(w, "  payguard sustained\t%.1f orders/s\tevery order CONFIRMED, p99 < %s; p99 %.0f ms at that rate (target ≤ %s)%s\n",
+			r.Sustained, sustainP99, r.SustainedP99, p99Target, restarts)
 	}
 	if len(r.APISteps) > 0 {
 		fmt.Fprintf(w, "  payguard via API sustained\t%.1f orders/s\tthe same steps and rule, each order a POST /api/v1/orders\n", r.APISustained)
@@ -158,12 +191,14 @@ func (r Report) Table() string {
 	if len(r.Steps)+len(r.APISteps) > 0 {
 		fmt.Fprintf(w, "  lost orders, every step (database)\t%s\tplaced -> final status %s\n", r.Outcomes.LostLine(), r.Outcomes.LatencyLine())
 	}
-	if r.Baseline != nil && len(r.Steps) > 0 {
-		against := "the baseline"
-		if r.BaselineAfter != nil {
-			against = fmt.Sprintf("the baselines' mean, %.1f workflows/s", r.BaselinePerSecond)
-		}
-		fmt.Fprintf(w, "  ratio payguard / no-op (headline)\t%.2f×\tagainst %s; target ≥ 1.0×\n", r.Ratio, against)
+	if len(r.Steps) > 0 && len(r.MinimalSteps) > 0 {
+		fmt.Fprintf(w, "  ratio payguard / minimal (headline)\t%.2f×\tof the limit, %.1f workflows/s; target ≥ %.1f×\n", r.RatioToMinimal, r.MinimalPerSecond, minimalRatioTarget)
+	}
+	if len(r.Steps) > 0 && len(r.NoopSteps) > 0 {
+		fmt.Fprintf(w, "  ratio payguard / no-op\t%.2f×\tagainst %.1f workflows/s\n", r.Ratio, r.BaselinePerSecond)
+	}
+	for _, h := range r.Histories {
+		fmt.Fprintf(w, "  server work of one %s workflow\t%d events\t%d bytes, %d visibility writes; %s\n", h.Of, h.Events, h.Bytes, h.VisibilityWrites, h.typesLine())
 	}
 	if c := r.Capacity; c != nil {
 		fmt.Fprintf(w, "  %d waiting orders (of %d): worker RSS\t%.1f MB per 1000\t%.0f → %.0f MB (target 10 000 ≤ 300 MB)\n",
