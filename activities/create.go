@@ -50,6 +50,7 @@ func (a *Activities) RequestPayment(ctx context.Context, in RequestInput) (Reque
 		begun    store.Begun
 		beginErr error
 		held     error
+		stalled  string // why a create recorded SENDING was not sent after all
 		created  gateway.Created
 		sendErr  error
 		took     time.Duration
@@ -60,6 +61,7 @@ func (a *Activities) RequestPayment(ctx context.Context, in RequestInput) (Reque
 		if held = a.cancelHeld(ctx); held != nil {
 			return errNotSent
 		}
+		recording := time.Now()
 		begun, beginErr = a.store.BeginAttempt(ctx, req)
 		if beginErr != nil || !begun.Send {
 			return errNotSent
@@ -71,6 +73,19 @@ func (a *Activities) RequestPayment(ctx context.Context, in RequestInput) (Reque
 			beginErr = a.record(ctx, store.Answer{OrderID: in.OrderID, No: begun.Attempt.No, Outcome: store.OutcomeUnreachable,
 				Detail: "not sent: recorded after its " + why + " had passed"})
 			begun.Send, begun.Refused = false, why
+			return errNotSent
+		}
+		// A create recorded SENDING and then frozen (a paused VM, a stalled
+		// process) is closed UNKNOWN by the next try, and a lookup
+		// Tuning.UnknownGrace after that may grant a re-send: sent now, it
+		// would be a second charge beside the re-send. It leaves within
+		// SendWindow of the call that recorded it, or not at all: closed as
+		// unreachable, retried as one.
+		if d := time.Since(recording); d > SendWindow {
+			stalled = fmt.Sprintf("not sent: its sender stalled %s between recording it and sending it (the send window is %s)",
+				d.Round(time.Millisecond), SendWindow)
+			beginErr = a.record(ctx, store.Answer{OrderID: in.OrderID, No: begun.Attempt.No, Outcome: store.OutcomeUnreachable, Detail: stalled})
+			begun.Send = false
 			return errNotSent
 		}
 		start := time.Now()
@@ -107,6 +122,13 @@ func (a *Activities) RequestPayment(ctx context.Context, in RequestInput) (Reque
 	}
 	if begun.Refused != "" {
 		return RequestResult{}, notSent(begun.Refused, int(activity.GetInfo(ctx).Attempt), begun.Count)
+	}
+	if stalled != "" {
+		activity.GetLogger(ctx).Warn("create not sent: its sender stalled past the send window", "order_id", in.OrderID,
+			"attempt_no", begun.Attempt.No, "detail", stalled)
+		attempt := begun.Attempt
+		attempt.Outcome, attempt.Detail = store.OutcomeUnreachable, stalled
+		return a.report(ctx, in, attempt, begun.Count, begun.Unresolved, false, false)
 	}
 	if !begun.Send {
 		activity.GetLogger(ctx).Warn("not sending: the order's latest create has an answer that stands",
@@ -176,6 +198,13 @@ func CancelRequestedBy(c client.Client) func(ctx context.Context, workflowID, ru
 		return d.RawResponse.GetWorkflowExtendedInfo().GetCancelRequested(), nil
 	}
 }
+
+// SendWindow is how long a create may take from the call that records it
+// SENDING to leaving for the gateway; a sender that took longer (it was
+// frozen) does not send it. Kept well below Tuning.UnknownGrace, the least
+// wait before a lookup may grant a re-send beside it (docs/design.md §1,
+// "A frozen sender"); the worker refuses a grace that is not.
+const SendWindow = 2 * time.Second
 
 // cancelHold is how long a create held for a pending cancel waits before
 // it asks again, should the workflow not have taken the cancel by then.
