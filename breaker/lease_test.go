@@ -147,3 +147,35 @@ func TestClosedByTheFleetEndsTheOpenSeenInMemory(t *testing.T) {
 	}, "a call goes through once the fleet's breaker is closed")
 	assert.Equal(t, gobreaker.StateClosed, b.State())
 }
+
+// A worker starting while a paused peer holds the fleet's lease (a trial
+// frozen mid-call) starts without waiting for that lease to run out, and
+// answers its first call at once: refused as busy, never run as a second
+// trial, and never taken for a store outage.
+func TestAWorkerStartsWhileAPausedPeerHoldsTheLease(t *testing.T) {
+	url, admin := migrated(t)
+	first := breaker.New(activities.LookupRules(oneTrial), openStore(t, url).SharedBreakers(time.Second), &seen{}, testenv.Logger(t))
+	t.Cleanup(first.Close)
+	require.ErrorIs(t, first.Do(func() error { return gateway.ErrUnreachable }), gateway.ErrUnreachable)
+	testenv.Eventually(t, 5*time.Second, func() bool { return first.State() == gobreaker.StateHalfOpen }, "the breaker half-opens")
+
+	paused := openStore(t, url).BreakerHandle(time.Minute, nil)
+	require.NoError(t, paused.Lock(mutexKey))
+	t.Cleanup(func() { _ = paused.Unlock(mutexKey) })
+
+	began := time.Now()
+	view := &watched{}
+	second := breaker.New(activities.LookupRules(oneTrial), openStore(t, url).SharedBreakers(time.Second), view, testenv.Logger(t))
+	t.Cleanup(second.Close)
+	called := false
+	err := second.Do(func() error { called = true; return nil })
+	startedIn := time.Since(began)
+	var held int
+	require.NoError(t, admin.Pool().QueryRow(t.Context(), `SELECT count(*) FROM breaker_leases WHERE expires_at > now()`).Scan(&held))
+	assert.Equal(t, 1, held, "the new worker started and answered while the paused peer's lease still held")
+	var open *breaker.OpenError
+	require.ErrorAs(t, err, &open, "its first call is refused while the peer's trial is under way")
+	assert.False(t, called, "no second trial")
+	assert.False(t, view.fellBack.Load(), "a held lease is not a store outage")
+	t.Logf("started and answered its first call %s after the paused peer took a 1-minute lease", startedIn.Round(time.Millisecond))
+}
