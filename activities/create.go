@@ -392,7 +392,10 @@ func (a *Activities) report(ctx context.Context, in RequestInput, at store.Attem
 		return RequestResult{}, nonRetryable(ErrGatewayRejected, cause, failure)
 	}
 	if keyedRetry && (in.Limit == 0 || count < in.Limit) {
-		return RequestResult{}, paced(ErrGatewayUnknownKeyed, cause, until(createBackoff(tries), in.notAfter()), failure)
+		// Paced by the creates the gateway was sent, not by Temporal's
+		// tries: those a breaker refused through an outage would start the
+		// first retry after it at the schedule's 10 s cap.
+		return RequestResult{}, paced(ErrGatewayUnknownKeyed, cause, until(createBackoff(count), in.notAfter()), failure)
 	}
 	return RequestResult{}, nonRetryable(ErrGatewayOutcomeUnknown, cause, failure)
 }

@@ -268,3 +268,23 @@ func TestAnUnreachableCreateRetriesNoLaterThanTheDeadline(t *testing.T) {
 		assert.LessOrEqual(t, appErr.NextRetryDelay(), c.atMost, "deadline in %s", c.left)
 	}
 }
+
+// A keyed create answered 500 is retried under its key on CreateRetry's
+// schedule counted in creates the gateway was sent, not in Temporal's
+// tries: an order whose creates a breaker refused through an outage (each
+// refusal a try) must not start at the schedule's cap once it is back.
+// Each run here is a first try, so only the creates count.
+func TestKeyedRetriesArePacedByTheCreatesSent(t *testing.T) {
+	f := quiet()
+	f.Create.ErrorRate = 1
+	r := newRig(t, f, activities.DefaultBreakerSettings(), true)
+	r.reserve(t, "order-1")
+	for i, want := range []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second} {
+		_, err := r.env.ExecuteActivity(r.acts.RequestPayment, request("order-1"))
+		var appErr *temporal.ApplicationError
+		require.ErrorAs(t, err, &appErr)
+		require.Equal(t, activities.ErrGatewayUnknownKeyed, appErr.Type(), "%v", err)
+		assert.Equal(t, want, appErr.NextRetryDelay(), "after create #%d", i+1)
+	}
+	assert.Len(t, r.attempts(t, "order-1"), 3)
+}

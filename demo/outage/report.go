@@ -23,7 +23,10 @@ import (
 type Report struct {
 	// Via is how the orders were placed (--via): the first answer is a
 	// workflow start (temporal) or an HTTP answer of the API (api).
-	Via             string                  `json:"via"`
+	Via string `json:"via"`
+	// IdempotencyKeys: the workers sent every create under the order's
+	// Idempotency-Key (--idempotency-keys).
+	IdempotencyKeys bool                    `json:"idempotencyKeys"`
 	Rate            float64                 `json:"rate"`
 	DurationSeconds float64                 `json:"durationSeconds"`
 	Gateway         []GatewayEvent          `json:"gatewayEvents"`
@@ -174,6 +177,9 @@ func (r Report) Text() string {
 		firstAnswer = "POST /api/v1/orders answered"
 	}
 	fmt.Fprintf(w, "\n  orders placed via\t%s\t(first answer: %s)\n", orDefault(r.Via, ViaTemporal), firstAnswer)
+	if r.IdempotencyKeys {
+		fmt.Fprintf(w, "  creates sent\tunder keys\t(--idempotency-keys: a re-send under the order's key cannot charge twice)\n")
+	}
 	fmt.Fprintf(w, "  orders started\t%d\n", r.Started)
 	fmt.Fprintf(w, "  orders failed to start\t%d\t(article: 0%% HTTP failures)\n", r.FailedToStart)
 	keys := make([]string, 0, len(r.Final))

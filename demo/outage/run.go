@@ -61,6 +61,9 @@ type Options struct {
 	Workers int
 	// Via is ViaTemporal or ViaAPI.
 	Via string
+	// IdempotencyKeys runs the workers with --idempotency-keys (seed
+	// 002's way: a re-send under the order's key can never charge twice).
+	IdempotencyKeys bool
 }
 
 // Run is the demo's main: start the stack, run the outage, report, then keep
@@ -103,6 +106,7 @@ func newFlagSet(getenv func(string) string) (*flag.FlagSet, *Options) {
 	fs.StringVar(&o.Bin, "bin", "bin", "where temporal, pgsim and worker binaries are")
 	fs.IntVar(&o.Workers, "workers", 1, "worker processes, sharing the lookup and create breakers through PostgreSQL (1-9)")
 	fs.StringVar(&o.Via, "via", ViaTemporal, "how orders are placed: temporal (the workflow started directly, as `starter load` does) or api (POST /api/v1/orders through the HTTP API on "+apiAddr+")")
+	fs.BoolVar(&o.IdempotencyKeys, "idempotency-keys", false, "run the workers with --idempotency-keys: every create carries the order's Idempotency-Key, which pgsim honours")
 	fs.BoolVar(&o.Exit, "exit", getenv("DEMO_EXIT") == "1", "exit when done instead of keeping the stack up (env DEMO_EXIT=1)")
 	return fs, &o
 }
@@ -177,6 +181,9 @@ func run(ctx context.Context, o Options, getenv func(string) string, stdout io.W
 			args = []string{"--http-addr", addr, "--callback-url", "http://" + addr + "/callbacks/gateway"}
 			fleetMetrics = append(fleetMetrics, "http://"+addr+"/metrics")
 		}
+		if o.IdempotencyKeys {
+			args = append(args, "--idempotency-keys")
+		}
 		worker, err := procs.start(name, filepath.Join(o.Bin, "worker"), append([]string{"--codec-key-file", temporalCfg.CodecKeyFile}, args...)...)
 		if err != nil {
 			return err
@@ -228,7 +235,7 @@ func run(ctx context.Context, o Options, getenv func(string) string, stdout io.W
 		return err
 	}
 	report := BuildReport(sum, events, stats, lookups)
-	report.Via = o.Via
+	report.Via, report.IdempotencyKeys = o.Via, o.IdempotencyKeys
 	if report.OpenBreakerRefusal, report.OpenBreakerRefusalByEndpoint, err = ScrapeOpenBreakerRefusal(context.Background(), "http://"+workerAddr+"/metrics"); err != nil {
 		return err
 	}

@@ -109,12 +109,14 @@ wait:
 }
 
 // The same outage through the HTTP order API (make demo-api), a 20 s
-// smoke: every order is a POST answered 201, none fails, all end final and
-// nothing is charged twice; with --exit the demo leaves nothing running.
+// smoke, with every create under the order's Idempotency-Key
+// (--idempotency-keys): every order is a POST answered 201, none fails,
+// all end final and nothing is charged twice; with --exit the demo leaves
+// nothing running.
 func TestDemoThroughTheAPI(t *testing.T) {
 	bin := demoBin(t, "./demo", "./worker", "./pgsim", "./api")
 	out := t.TempDir()
-	cmd := exec.Command(filepath.Join(bin, "demo"), "--bin", bin, "--out", out, "--via", outage.ViaAPI, "--exit",
+	cmd := exec.Command(filepath.Join(bin, "demo"), "--bin", bin, "--out", out, "--via", outage.ViaAPI, "--idempotency-keys", "--exit",
 		"--rate", "3", "--duration", "20s", "--down-at", "5s", "--up-at", "10s", "--deadline", "30s")
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+testenv.NewDatabase(t),
 		codec.KeyFileEnv+"="+filepath.Join(out, "codec-keys"), codec.KeysEnv+"=")
@@ -127,6 +129,11 @@ func TestDemoThroughTheAPI(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(raw, &report))
 	assert.Equal(t, outage.ViaAPI, report.Via)
+	assert.True(t, report.IdempotencyKeys)
+	assert.Contains(t, string(output), "creates sent            under keys")
+	workerLog, err := os.ReadFile(filepath.Join(out, "worker.log"))
+	require.NoError(t, err)
+	assert.Contains(t, string(workerLog), `"idempotency_keys":true`, "the worker sends its creates under keys")
 	assert.Equal(t, 60, report.Started)
 	assert.Zero(t, report.FailedToStart, "no request failed")
 	assert.Equal(t, 60, report.FirstAnswerClosed.Count+report.FirstAnswerOpen.Count, "every order answered")
