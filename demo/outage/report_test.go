@@ -102,14 +102,16 @@ func TestAddOutcomesSplitsByTheOutage(t *testing.T) {
 		{OrderID: "e", Status: status.OrderFailed, PlacedAt: at(16), FinalAt: at(29)},
 		{OrderID: "c", Status: status.OrderConfirmed, PlacedAt: at(40), FinalAt: at(43)},
 		{OrderID: "f", Status: status.OrderPending, PlacedAt: at(30)},
+		{OrderID: "g", Status: status.OrderConfirmed, PlacedAt: at(12), FinalAt: at(35)},
+		{OrderID: "h", Status: status.OrderPending, PlacedAt: at(14)},
 	}
 	r := outage.BuildReport(sum, events, stats, nil)
 	r.AddOutcomes(outs)
 	assert.Equal(t, 2, r.Outcomes.Lost)
 	assert.Equal(t, map[string]int{"cancelled": 1, "refunded": 1}, r.Outcomes.LostByKind)
 	assert.Equal(t, []string{"b", "d"}, r.Outcomes.LostExamples)
-	assert.Equal(t, 5, r.Outcomes.Final, "f is not final")
-	assert.Equal(t, 3, r.PlacedWhileUp.Orders, "a, c, and f placed as the gateway came back")
+	assert.Equal(t, 6, r.Outcomes.Final, "f and h are not final")
+	assert.Equal(t, 5, r.PlacedWhileUp.Orders, "a, g, h before the outage; c, and f placed as the gateway came back")
 	assert.Zero(t, r.PlacedWhileUp.Lost)
 	assert.Equal(t, 3, r.PlacedInOutage.Orders)
 	assert.Equal(t, 2, r.PlacedInOutage.Lost)
@@ -117,13 +119,19 @@ func TestAddOutcomesSplitsByTheOutage(t *testing.T) {
 	assert.Equal(t, 0.0, r.OutageEndToFinal.Min, "e ended before the gateway came back")
 	assert.Equal(t, 20000.0, r.OutageEndToFinal.Max, "b: T+30 to T+50")
 	assert.Equal(t, 1000.0, r.PlacedWhileUp.FinalLatency.Min)
+	assert.Equal(t, 3, r.UntouchedByOutage.Orders, "a ended before the outage, c and f placed after it")
+	assert.Equal(t, 2, r.CaughtByOutage.Orders, "g and h: placed before the outage, open when it began")
+	assert.Equal(t, 1, r.CaughtOutageEndToFinal.Count, "h is not final")
+	assert.Equal(t, 5000.0, r.CaughtOutageEndToFinal.Max, "g: T+30 to T+35")
 
 	text := r.Text()
-	assert.Regexp(t, `lost orders +2 of 6 \(cancelled 1, refunded 1\)`, text)
+	assert.Regexp(t, `lost orders +2 of 8 \(cancelled 1, refunded 1\)`, text)
 	assert.Regexp(t, `placed during the outage +2 of 3 \(cancelled 1, refunded 1\)`, text)
 	assert.Regexp(t, `outage end -> final status +p50 4000 ms, p95 20000 ms \(3 orders\)`, text)
+	assert.Regexp(t, `not caught by the outage +p50 \d+ ms, p95 \d+ ms \(2 orders\)`, text)
+	assert.Regexp(t, `caught by it, outage end -> final +p50 5000 ms, p95 5000 ms \(1 orders\)`, text)
 	assert.Regexp(t, `open-breaker refusal, in the activity +none`, text)
-	assert.Contains(t, r.SVG(), "2 of 6 orders lost")
+	assert.Contains(t, r.SVG(), "2 of 8 orders lost")
 }
 
 // The refusal percentiles come from the worker's own histogram, as its
