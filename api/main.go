@@ -4,19 +4,14 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/payguard/payguard/api/httpapi"
+	"github.com/payguard/payguard/internal/exitcode"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := httpapi.Run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "api:", err)
-		os.Exit(1)
-	}
+	exitcode.Main("api", func(ctx context.Context) error {
+		return httpapi.Run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	})
 }

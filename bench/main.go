@@ -4,19 +4,14 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/payguard/payguard/bench/harness"
+	"github.com/payguard/payguard/internal/exitcode"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := harness.Run(ctx, os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
-		os.Exit(1)
-	}
+	exitcode.Main("bench", func(ctx context.Context) error {
+		return harness.Run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	})
 }

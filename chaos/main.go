@@ -4,22 +4,14 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/payguard/payguard/chaos/runner"
+	"github.com/payguard/payguard/internal/exitcode"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := runner.Run(ctx, os.Args[1:], os.Stdout); err != nil {
-		if !errors.Is(err, runner.ErrViolations) {
-			fmt.Fprintln(os.Stderr, "chaos:", err)
-		}
-		os.Exit(1)
-	}
+	exitcode.Main("chaos", func(ctx context.Context) error {
+		return runner.Run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	})
 }

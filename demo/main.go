@@ -4,19 +4,14 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/payguard/payguard/demo/outage"
+	"github.com/payguard/payguard/internal/exitcode"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := outage.Run(ctx, os.Args[1:], os.Getenv, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "demo:", err)
-		os.Exit(1)
-	}
+	exitcode.Main("demo", func(ctx context.Context) error {
+		return outage.Run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	})
 }

@@ -4,19 +4,14 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 
+	"github.com/payguard/payguard/internal/exitcode"
 	"github.com/payguard/payguard/pgsim/simulator"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := simulator.Run(ctx, os.Args[1:], os.Getenv, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
+	exitcode.Main("pgsim", func(ctx context.Context) error {
+		return simulator.Run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	})
 }

@@ -5,10 +5,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"time"
 
 	"github.com/payguard/payguard/config"
+	"github.com/payguard/payguard/internal/exitcode"
 )
 
 // Defaults of the API's own flags (docs/design.md §12).
@@ -33,6 +35,8 @@ type Config struct {
 	Token           string
 	FirstAnswerWait time.Duration
 	HTTPTimeouts    config.HTTPTimeouts
+	// LogLevel is the least level Run's logger logs (--log-level).
+	LogLevel slog.Level
 	// Listener, when set (tests), is used instead of listening on HTTPAddr.
 	Listener net.Listener
 }
@@ -44,17 +48,16 @@ func FlagSet(getenv func(string) string) *flag.FlagSet {
 	return fs
 }
 
-// ParseFlags reads the API's flags, defaulting from the environment.
+// ParseFlags reads the API's flags, each from its variable where the
+// command line leaves it (config.Parse); usage is where -h and a mistake
+// print the usage. A mistake is a usage error (exit 2).
 func ParseFlags(args []string, getenv func(string) string, usage io.Writer) (Config, error) {
 	fs, c := newFlagSet(getenv)
 	fs.SetOutput(usage)
-	if err := fs.Parse(args); err != nil {
+	if err := config.Parse(fs, args, getenv); err != nil {
 		return Config{}, err
 	}
-	if fs.NArg() > 0 {
-		return Config{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	return *c, c.Validate()
+	return *c, exitcode.UsageError(c.Validate())
 }
 
 func newFlagSet(getenv func(string) string) (*flag.FlagSet, *Config) {
@@ -67,6 +70,7 @@ func newFlagSet(getenv func(string) string) (*flag.FlagSet, *Config) {
 		"how long POST /api/v1/orders waits for the order's first step (reserved or rejected) before answering it RESERVING")
 	fs.DurationVar(&c.HTTPTimeouts.ReadHeader, "http-read-header-timeout", c.HTTPTimeouts.ReadHeader, "time a client has to send a request's headers")
 	fs.DurationVar(&c.HTTPTimeouts.Read, "http-read-timeout", c.HTTPTimeouts.Read, "time a client has to send a whole request, body included")
+	config.RegisterLogLevel(fs, &c.LogLevel)
 	return fs, c
 }
 

@@ -6,8 +6,6 @@ package httpapi
 import (
 	"context"
 	"crypto/subtle"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -30,13 +28,10 @@ import (
 // Run is the API's main: it serves until ctx ends, then shuts down.
 func Run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	cfg, err := ParseFlags(args, getenv, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return nil
-	}
 	if err != nil {
-		return err
+		return err // -h and --version too: exitcode.Main tells them apart
 	}
-	logger := slog.New(slog.NewJSONHandler(stdout, nil))
+	logger := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel}))
 	stopTracing, err := telemetry.Setup(ctx, "payguard-api", getenv)
 	if err != nil {
 		return err

@@ -114,10 +114,10 @@ func TestFlagsRefuseBadInputBeforeAnythingStarts(t *testing.T) {
 	for _, args := range [][]string{
 		{"--rates", "10,abc"}, {"--rates", "0"}, {"--step", "0s"}, {"--waiting", "0"}, {"--phases", "rates,nap"}, {"extra"},
 	} {
-		_, err := parseFlags(args, &bytes.Buffer{})
+		_, err := parseFlags(args, noEnv, &bytes.Buffer{})
 		assert.Error(t, err, "%v", args)
 	}
-	o, err := parseFlags([]string{"--waiting-10k", "--worker-args", "--pprof  --poll-max 2m"}, &bytes.Buffer{})
+	o, err := parseFlags([]string{"--waiting-10k", "--worker-args", "--pprof  --poll-max 2m"}, noEnv, &bytes.Buffer{})
 	require.NoError(t, err)
 	assert.Equal(t, 10_000, o.Waiting)
 	assert.Equal(t, []string{"--pprof", "--poll-max", "2m"}, o.WorkerArgs)
@@ -222,7 +222,7 @@ func runOnTheRealStack(t *testing.T, args ...string) (Report, string, *bytes.Buf
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var stdout bytes.Buffer
-	err := Run(ctx, append(args, "--bin", bin, "--out", out), &stdout)
+	err := Run(ctx, append(args, "--bin", bin, "--out", out), noEnv, &stdout, &stdout)
 	require.NoError(t, err, stdout.String())
 	raw, err := os.ReadFile(filepath.Join(out, "report.json"))
 	require.NoError(t, err)
@@ -230,3 +230,4 @@ func runOnTheRealStack(t *testing.T, args ...string) (Report, string, *bytes.Buf
 	require.NoError(t, json.Unmarshal(raw, &r))
 	return r, out, &stdout
 }
+func noEnv(string) string { return "" }

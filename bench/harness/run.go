@@ -23,7 +23,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/payguard/payguard/chaos/stack"
+	"github.com/payguard/payguard/config"
 	"github.com/payguard/payguard/internal/devserver"
+	"github.com/payguard/payguard/internal/exitcode"
 	"github.com/payguard/payguard/loadgen"
 	"github.com/payguard/payguard/status"
 )
@@ -49,16 +51,14 @@ func (o *Options) quick() {
 	o.Rates, o.Step, o.Waiting, o.Refine = []float64{2, 4}, 3*time.Second, 50, 0
 }
 
-func parseFlags(args []string, usage io.Writer) (Options, error) {
+func parseFlags(args []string, getenv func(string) string, usage io.Writer) (Options, error) {
 	fs, finish := newFlagSet()
 	fs.SetOutput(usage)
-	if err := fs.Parse(args); err != nil {
+	if err := config.Parse(fs, args, getenv); err != nil {
 		return Options{}, err
 	}
-	if fs.NArg() > 0 {
-		return Options{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	return finish()
+	o, err := finish()
+	return o, exitcode.UsageError(err)
 }
 
 // FlagSet is the bench's flag set as it reads it, unparsed
@@ -135,12 +135,9 @@ var calmPgsim = []string{"--latency-min", "0ms", "--latency-max", "0ms", "--crea
 // dev server on a busy 2-core machine takes without refusing starts.
 const capacityRate = 30
 
-// Run is the bench's main.
-func Run(ctx context.Context, args []string, stdout io.Writer) error {
-	o, err := parseFlags(args, stdout)
-	if errors.Is(err, flag.ErrHelp) {
-		return nil
-	}
+// Run is the bench's main; usage goes to stderr.
+func Run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	o, err := parseFlags(args, getenv, stderr)
 	if err != nil {
 		return err
 	}

@@ -22,10 +22,12 @@ import (
 	"github.com/payguard/payguard/chaos/stack"
 	"github.com/payguard/payguard/config"
 	"github.com/payguard/payguard/internal/devserver"
+	"github.com/payguard/payguard/internal/exitcode"
 	"github.com/payguard/payguard/loadgen"
 )
 
-// ErrViolations is returned when any invariant was violated (exit 1).
+// ErrViolations is returned, reported already, when any invariant was
+// violated (exit 1).
 var ErrViolations = errors.New("invariants violated")
 
 // Options of one chaos run.
@@ -44,24 +46,25 @@ type Options struct {
 	IdempotencyKeys bool
 }
 
-func parse(args []string, stdout io.Writer) (Options, error) {
+func parse(args []string, getenv func(string) string, usage io.Writer) (Options, error) {
 	fs, o := newFlagSet()
-	fs.SetOutput(stdout)
-	if err := fs.Parse(args); err != nil {
+	fs.SetOutput(usage)
+	if err := config.Parse(fs, args, getenv); err != nil {
 		return *o, err
 	}
-	if fs.NArg() > 0 {
-		return *o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
+	return *o, exitcode.UsageError(o.validate())
+}
+
+func (o *Options) validate() error {
 	switch {
 	case o.Duration < 10*time.Second:
-		return *o, fmt.Errorf("--duration must be at least 10s, got %s", o.Duration)
+		return fmt.Errorf("--duration must be at least 10s, got %s", o.Duration)
 	case o.Rate <= 0 || o.Rate > 50 || math.IsNaN(o.Rate):
-		return *o, fmt.Errorf("--rate must be within (0, 50], got %v", o.Rate)
+		return fmt.Errorf("--rate must be within (0, 50], got %v", o.Rate)
 	case o.OrderDeadline <= 0 || o.Settle <= 0:
-		return *o, errors.New("--order-deadline and --settle must be positive")
+		return errors.New("--order-deadline and --settle must be positive")
 	}
-	return *o, nil
+	return nil
 }
 
 // FlagSet is the chaos command's flag set as it reads it, unparsed
@@ -90,12 +93,10 @@ func newFlagSet() (*flag.FlagSet, *Options) {
 // Products the orders buy, in turn.
 var products = []string{"P1", "P2", "P3"}
 
-// Run is the chaos command's main.
-func Run(ctx context.Context, args []string, stdout io.Writer) error {
-	o, err := parse(args, stdout)
-	if errors.Is(err, flag.ErrHelp) {
-		return nil
-	}
+// Run is the chaos command's main; usage goes to stderr. Broken books
+// are told in the report and come back as ErrViolations, marked reported.
+func Run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	o, err := parse(args, getenv, stderr)
 	if err != nil {
 		return err
 	}
@@ -219,7 +220,7 @@ func Run(ctx context.Context, args []string, stdout io.Writer) error {
 	say("report %s, timeline %s, logs %s/{temporal,pgsim,worker1,worker2}.log", jsonPath, svgPath, o.Out)
 	if rep.Violations > 0 {
 		say("%d violations; replay this run with: %s", rep.Violations, rep.Replay)
-		return ErrViolations
+		return exitcode.Reported(ErrViolations)
 	}
 	clean = true
 	return nil

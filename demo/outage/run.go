@@ -3,7 +3,6 @@ package outage
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -23,6 +22,7 @@ import (
 	"github.com/payguard/payguard/codec"
 	"github.com/payguard/payguard/config"
 	"github.com/payguard/payguard/internal/devserver"
+	"github.com/payguard/payguard/internal/exitcode"
 	"github.com/payguard/payguard/internal/process"
 	"github.com/payguard/payguard/loadgen"
 	"github.com/payguard/payguard/store"
@@ -68,20 +68,18 @@ type Options struct {
 
 // Run is the demo's main: start the stack, run the outage, report, then keep
 // the stack up for the UI until Ctrl-C (or exit at once with --exit).
-func Run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+// Usage and usage errors go to stderr.
+func Run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs, o := newFlagSet(getenv)
-	fs.SetOutput(stdout)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
+	fs.SetOutput(stderr)
+	if err := config.Parse(fs, args, getenv); err != nil {
 		return err
 	}
 	if o.Workers < 1 || o.Workers > 9 {
-		return fmt.Errorf("--workers must be 1 to 9, got %d", o.Workers)
+		return exitcode.UsageError(fmt.Errorf("--workers must be 1 to 9, got %d", o.Workers))
 	}
 	if o.Via != ViaTemporal && o.Via != ViaAPI {
-		return fmt.Errorf("--via must be %s or %s, got %q", ViaTemporal, ViaAPI, o.Via)
+		return exitcode.UsageError(fmt.Errorf("--via must be %s or %s, got %q", ViaTemporal, ViaAPI, o.Via))
 	}
 	return run(ctx, *o, getenv, stdout)
 }

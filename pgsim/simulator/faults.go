@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
+	"unicode"
 )
 
 // Bounds of every fault duration, in the admin API and the flags alike: a
@@ -134,24 +136,57 @@ func DefaultFaults() Faults {
 	}
 }
 
-// Validate reports every setting out of its bounds, each by its JSON name.
-func (f Faults) Validate() error {
+// Validate reports every setting out of its bounds, each by its JSON name
+// (create.errorRate), as the admin API takes it.
+func (f Faults) Validate() error { return f.validate(func(path string) string { return path }) }
+
+// ValidateFlags is Validate naming each setting by its flag
+// (--create-error-rate), as the command line takes it.
+func (f Faults) ValidateFlags() error { return f.validate(FlagName) }
+
+// FlagName is the flag of the setting at a JSON path: create.errorRate is
+// --create-error-rate; processing.successRate, the one exception, --success-rate.
+func FlagName(path string) string {
+	if path == "processing.successRate" {
+		return "--success-rate"
+	}
+	var b strings.Builder
+	b.WriteString("--")
+	prev := rune(0)
+	for _, r := range path {
+		switch {
+		case r == '.':
+			r = '-'
+		case unicode.IsUpper(r):
+			b.WriteByte('-')
+			r = unicode.ToLower(r)
+		case unicode.IsDigit(r) && unicode.IsLetter(prev):
+			b.WriteByte('-')
+		}
+		b.WriteRune(r)
+		prev = r
+	}
+	return b.String()
+}
+
+// validate is Validate with each setting called name(its JSON path).
+func (f Faults) validate(name func(path string) string) error {
 	var errs []error
-	rate := func(name string, v float64) {
+	rate := func(path string, v float64) {
 		if !(v >= 0 && v <= 1) { // NaN too
-			errs = append(errs, fmt.Errorf("%s must be within 0..1, got %v", name, v))
+			errs = append(errs, fmt.Errorf("%s must be within 0..1, got %v", name(path), v))
 		}
 	}
-	delay := func(name string, d Duration, most time.Duration) {
+	delay := func(path string, d Duration, most time.Duration) {
 		if d < 0 || time.Duration(d) > most {
-			errs = append(errs, fmt.Errorf("%s must be within 0s..%s, got %s", name, most, time.Duration(d)))
+			errs = append(errs, fmt.Errorf("%s must be within 0s..%s, got %s", name(path), most, time.Duration(d)))
 		}
 	}
-	span := func(name string, lo, hi Duration, most time.Duration) {
-		delay(name+".min", lo, most)
-		delay(name+".max", hi, most)
+	span := func(path string, lo, hi Duration, most time.Duration) {
+		delay(path+".min", lo, most)
+		delay(path+".max", hi, most)
 		if hi < lo {
-			errs = append(errs, fmt.Errorf("%s: max %s is below min %s", name, time.Duration(hi), time.Duration(lo)))
+			errs = append(errs, fmt.Errorf("%s %s is below %s %s", name(path+".max"), time.Duration(hi), name(path+".min"), time.Duration(lo)))
 		}
 	}
 	span("latency", f.Latency.Min, f.Latency.Max, MaxAnswerDelay)
@@ -159,16 +194,16 @@ func (f Faults) Validate() error {
 		name string
 		f    EndpointFaults
 	}{{"create", f.Create.EndpointFaults}, {"lookup", f.Lookup}, {"cancel", f.Cancel}} {
-		name, e := ep.name, ep.f
-		rate(name+".errorRate", e.ErrorRate)
-		rate(name+".timeoutRate", e.TimeoutRate)
+		ep, e := ep.name, ep.f
+		rate(ep+".errorRate", e.ErrorRate)
+		rate(ep+".timeoutRate", e.TimeoutRate)
 		if e.ErrorStatus < 400 || e.ErrorStatus > 599 {
-			errs = append(errs, fmt.Errorf("%s.errorStatus must be an HTTP error status (400..599), got %d", name, e.ErrorStatus))
+			errs = append(errs, fmt.Errorf("%s must be an HTTP error status (400..599), got %d", name(ep+".errorStatus"), e.ErrorStatus))
 		}
 		if e.FailNext < 0 {
-			errs = append(errs, fmt.Errorf("%s.failNext must not be negative, got %d", name, e.FailNext))
+			errs = append(errs, fmt.Errorf("%s must not be negative, got %d", name(ep+".failNext"), e.FailNext))
 		}
-		delay(name+".timeoutDelay", e.TimeoutDelay, MaxAnswerDelay)
+		delay(ep+".timeoutDelay", e.TimeoutDelay, MaxAnswerDelay)
 	}
 	rate("create.createdThen500Rate", f.Create.CreatedThen500Rate)
 	span("processing", f.Processing.Min, f.Processing.Max, MaxDecisionDelay)

@@ -3,29 +3,26 @@ package simulator
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
-	"fmt"
 	"io"
 	"log/slog"
 	"strconv"
 	"time"
 
 	"github.com/payguard/payguard/config"
+	"github.com/payguard/payguard/internal/exitcode"
 	"github.com/payguard/payguard/telemetry"
 )
 
-// Run is pgsim's main: it parses flags (defaults from the environment where
-// docs/design.md §6 names a variable), serves until ctx ends, then shuts down.
-func Run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	cfg, err := ParseFlags(args, getenv, stdout)
-	if errors.Is(err, flag.ErrHelp) {
-		return nil
-	}
+// Run is pgsim's main: it parses flags (each from its variable, config.Parse),
+// serves until ctx ends, then shuts down. It logs to stdout; the usage goes
+// to stderr.
+func Run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	cfg, err := ParseFlags(args, getenv, stderr)
 	if err != nil {
-		return err
+		return err // -h and --version too: exitcode.Main tells them apart
 	}
-	cfg.Logger = slog.New(slog.NewJSONHandler(stdout, nil))
+	cfg.Logger = slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel}))
 	stopTracing, err := telemetry.Setup(ctx, "pgsim", getenv)
 	if err != nil {
 		return err
@@ -44,20 +41,16 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	return s.Close()
 }
 
-// ParseFlags reads pgsim's flags.
+// ParseFlags reads pgsim's flags; usage is where -h and a mistake print
+// the usage. A mistake is a usage error (exit 2), named by its flag.
 func ParseFlags(args []string, getenv func(string) string, usage io.Writer) (Config, error) {
 	fs, finish := newFlagSet(getenv)
 	fs.SetOutput(usage)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return Config{}, err
-		}
-		return Config{}, fmt.Errorf("pgsim: %w", err)
+	if err := config.Parse(fs, args, getenv); err != nil {
+		return Config{}, err
 	}
-	if fs.NArg() > 0 {
-		return Config{}, fmt.Errorf("pgsim: unexpected argument %q", fs.Arg(0))
-	}
-	return finish()
+	cfg, err := finish()
+	return cfg, exitcode.UsageError(err)
 }
 
 // FlagSet is pgsim's flag set as ParseFlags reads it, unparsed
@@ -106,14 +99,15 @@ func newFlagSet(getenv func(string) string) (fs *flag.FlagSet, finish func() (Co
 	fs.Float64Var(&f.Processing.SuccessRate, "success-rate", f.Processing.SuccessRate, "share of transactions that succeed")
 	fs.Float64Var(&f.Callback.DropRate, "callback-drop-rate", 0, "share of callbacks never sent")
 	durationVar(fs, &f.Callback.Delay, "callback-delay", "delay before each callback")
+	config.RegisterLogLevel(fs, &cfg.LogLevel)
 	fs.Float64Var(&f.Callback.DuplicateRate, "callback-duplicate-rate", 0, "share of callbacks sent twice")
 
 	return fs, func() (Config, error) {
 		cfg.Seed = uint64(seed)
 		cfg.Secret = []byte(secret)
 		cfg.UnsignedCallbacks = !signed
-		if err := cfg.Faults.Validate(); err != nil {
-			return Config{}, fmt.Errorf("pgsim: %w", err)
+		if err := cfg.Faults.ValidateFlags(); err != nil {
+			return Config{}, err
 		}
 		return cfg, nil
 	}

@@ -39,6 +39,8 @@ type Config struct {
 	IdempotencyTTL    time.Duration // how long a key is remembered
 	Faults            Faults        // the defaults, restored by /admin/reset
 	Logger            *slog.Logger
+	// LogLevel is the least level Run's logger logs (--log-level).
+	LogLevel slog.Level
 	// HTTPTimeouts bound slow clients on both APIs (zero fields take
 	// config.DefaultHTTPTimeouts); the gateway's write timeout also covers
 	// the longest answer a fault may hold.

@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/payguard/payguard/config"
+	"github.com/payguard/payguard/internal/exitcode"
 	"github.com/payguard/payguard/loadgen"
 	"github.com/payguard/payguard/store"
 	"github.com/payguard/payguard/telemetry"
@@ -29,6 +30,9 @@ type Env struct {
 	// describe, when set, is handed the command's flag set in place of
 	// parsing it, and the command stops there (CommandFlags).
 	describe func(*flag.FlagSet)
+	// json is the command's --json, which Run reads to report an error
+	// as JSON (nil: the command's own).
+	json *bool
 }
 
 const usage = `usage: starter <command> [flags]
@@ -44,35 +48,46 @@ commands:
   reconcile [--since 24h] [--dry-run]
   deployment set-current --build-id B | deployment describe | deployment wait-drained --build-id A [--timeout 25h]
 
-every command takes --json; connection settings come from TEMPORAL_ADDRESS (or a Temporal client
+every command takes --json (an error then is one JSON object on stderr) and -h; --version prints
+the build. Exit codes: 0 done (an awaited order CONFIRMED), 1 error, 2 usage, 3 Temporal or
+PostgreSQL unreachable, 4 FAILED, 5 CANCELLED, 6 REJECTED. Every flag also reads PAYGUARD_<FLAG>
+(--task-queue: PAYGUARD_TASK_QUEUE); connection settings come from TEMPORAL_ADDRESS (or a Temporal client
 config profile: TEMPORAL_PROFILE), DATABASE_URL, GATEWAY_URL, GATEWAY_SECRET, CALLBACK_URL, the
 payload codec key ring from PAYGUARD_CODEC_KEYS or PAYGUARD_CODEC_KEY_FILE, the Worker Deployment's
 name from PAYGUARD_DEPLOYMENT_NAME, or the matching flags (-h on a command lists them).`
 
-// Run runs one command.
+// Run runs one command. Its error carries its exit code (exitcode.Code)
+// and, under --json, asks to be reported as JSON.
 func Run(ctx context.Context, args []string, env Env) error {
 	if len(args) == 0 {
-		return fmt.Errorf("no command given\n%s", usage)
+		fmt.Fprintln(env.Stderr, usage)
+		return exitcode.UsageError(errors.New("no command given"))
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "help", "-h", "--help":
+		fmt.Fprintln(env.Stdout, usage)
+		return nil
+	case "version", "-version", "--version":
+		return exitcode.ErrVersion
 	}
 	stopTracing, err := telemetry.Setup(ctx, "payguard-starter", env.Getenv)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = stopTracing(context.Background()) }()
-	cmd, rest := args[0], args[1:]
-	switch cmd {
-	case "help", "-h", "--help":
-		fmt.Fprintln(env.Stdout, usage)
-		return nil
+	if env.json == nil {
+		env.json = new(bool)
 	}
 	var names []string
 	for _, c := range commands {
 		if c.name == cmd {
-			return c.run(ctx, rest, env)
+			return exitcode.JSON(c.run(ctx, rest, env), *env.json)
 		}
 		names = append(names, c.name)
 	}
-	return fmt.Errorf("unknown command %q (commands: %s)", cmd, strings.Join(names, ", "))
+	fmt.Fprintln(env.Stderr, usage)
+	return exitcode.UsageError(fmt.Errorf("unknown command %q (commands: %s)", cmd, strings.Join(names, ", ")))
 }
 
 // commands are the starter's commands, as Run dispatches them.
@@ -139,46 +154,46 @@ type command struct {
 	name   string
 	fs     *flag.FlagSet
 	common config.Common
-	json   bool
+	json   *bool
 	env    Env
 	args   []string
 }
 
 func newCommand(name string, env Env) *command {
-	c := &command{name: name, fs: flag.NewFlagSet("starter "+name, flag.ContinueOnError), env: env}
+	c := &command{name: name, fs: flag.NewFlagSet("starter "+name, flag.ContinueOnError), env: env, json: env.json}
+	if c.json == nil {
+		c.json = new(bool)
+	}
 	c.fs.SetOutput(env.Stderr)
 	c.common.Register(c.fs, env.Getenv)
-	c.fs.BoolVar(&c.json, "json", false, "machine-readable output")
+	c.fs.BoolVar(c.json, "json", false, "machine-readable output; an error is one JSON object {error, code, kind} on stderr")
 	return c
 }
 
-// parse accepts flags before, between and after positional arguments.
+// parse accepts flags before, between and after positional arguments,
+// each flag from its variable where the command line leaves it
+// (config.ParseArgs). A mistake is a usage error.
 func (c *command) parse(args []string, positional int) error {
 	if c.env.describe != nil {
 		c.env.describe(c.fs)
 		return errDescribed
 	}
-	for {
-		if err := c.fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return err
-			}
-			return fmt.Errorf("%s: %w", c.name, err)
+	rest, err := config.ParseArgs(c.fs, args, c.env.Getenv)
+	if err != nil {
+		if exitcode.Code(err) == exitcode.Usage {
+			return exitcode.UsageError(fmt.Errorf("%s: %w", c.name, err))
 		}
-		if c.fs.NArg() == 0 {
-			break
-		}
-		c.args = append(c.args, c.fs.Arg(0))
-		args = c.fs.Args()[1:]
+		return err
 	}
+	c.args = rest
 	if len(c.args) != positional {
-		return fmt.Errorf("%s: want %d argument(s), got %d (%s)", c.name, positional, len(c.args), strings.Join(c.args, " "))
+		return exitcode.UsageError(fmt.Errorf("%s: want %d argument(s), got %d (%s)", c.name, positional, len(c.args), strings.Join(c.args, " ")))
 	}
 	return nil
 }
 
 func (c *command) print(v any, text string) error {
-	if c.json {
+	if *c.json {
 		enc := json.NewEncoder(c.env.Stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(v)
@@ -198,7 +213,7 @@ func (c *command) dialTemporal(ctx context.Context) (client.Client, error) {
 	opts.Interceptors = telemetry.Interceptors()
 	cl, err := client.DialContext(dialCtx, opts)
 	if err != nil {
-		return nil, fmt.Errorf("temporal unreachable at %s (is the dev server running? `make dev-server`): %v", opts.HostPort, loadgen.RootCause(err))
+		return nil, exitcode.UnavailableError(fmt.Errorf("temporal unreachable at %s (is the dev server running? `make dev-server`): %v", opts.HostPort, loadgen.RootCause(err)))
 	}
 	return cl, nil
 }
@@ -209,7 +224,7 @@ func (c *command) openStore(ctx context.Context) (*store.Store, error) {
 	defer cancel()
 	st, err := store.Open(openCtx, c.common.DatabaseURL)
 	if err != nil {
-		return nil, fmt.Errorf("postgres unreachable at %s: %v", config.MaskURL(c.common.DatabaseURL), loadgen.RootCause(err))
+		return nil, exitcode.UnavailableError(fmt.Errorf("postgres unreachable at %s: %v", config.MaskURL(c.common.DatabaseURL), exitcode.OneLine(loadgen.RootCause(err).Error())))
 	}
 	return st, nil
 }

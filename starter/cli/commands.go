@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/payguard/payguard/gateway"
 	"github.com/payguard/payguard/ids"
+	"github.com/payguard/payguard/internal/exitcode"
 	"github.com/payguard/payguard/loadgen"
 	"github.com/payguard/payguard/orders"
 	"github.com/payguard/payguard/store"
@@ -71,7 +73,7 @@ func runOrder(ctx context.Context, args []string, env Env) error {
 		return err
 	}
 	if err := f.validate(); err != nil {
-		return fmt.Errorf("order: %w", err)
+		return exitcode.UsageError(fmt.Errorf("order: %w", err))
 	}
 	if f.OrderID == "" {
 		f.OrderID = loadgen.NewOrderID()
@@ -89,7 +91,7 @@ func runOrder(ctx context.Context, args []string, env Env) error {
 	if !*wait {
 		return c.print(started, fmt.Sprintf("order %s started: workflow %s run %s", started.OrderID, started.WorkflowID, started.RunID))
 	}
-	if !c.json {
+	if !*c.json {
 		fmt.Fprintf(env.Stdout, "order %s started (workflow %s); waiting for the final status...\n", started.OrderID, started.WorkflowID)
 	}
 	var final workflows.State
@@ -99,7 +101,12 @@ func runOrder(ctx context.Context, args []string, env Env) error {
 		return fmt.Errorf("order %s: workflow ended with an error: %v", f.OrderID, loadgen.RootCause(err))
 	}
 	view := c.orderView(ctx, cl, f.OrderID)
-	return c.print(view, view.Text())
+	if err := c.print(view, view.Text()); err != nil {
+		return err
+	}
+	// The order's final status is the exit code: a script can tell a
+	// FAILED order from a CONFIRMED one (exitcode.OfOrder).
+	return exitcode.Final(f.OrderID, view.Status, view.Reason)
 }
 
 // orderView reads the order from both sources, the database's failure to
@@ -122,7 +129,7 @@ func runStatus(ctx context.Context, args []string, env Env) error {
 	}
 	orderID := c.args[0]
 	if err := ids.CheckOrder(orderID); err != nil {
-		return fmt.Errorf("status: %w", err)
+		return exitcode.UsageError(fmt.Errorf("status: %w", err))
 	}
 	cl, err := c.dialTemporal(ctx)
 	if err != nil {
@@ -136,9 +143,13 @@ func runStatus(ctx context.Context, args []string, env Env) error {
 	}
 	if !v.Found() {
 		if v.Unreachable() {
-			return fmt.Errorf("status %s: neither Temporal nor PostgreSQL is reachable (%s; %s)", orderID, v.Sources["workflow"], v.Sources["database"])
+			return exitcode.UnavailableError(fmt.Errorf("status %s: neither Temporal nor PostgreSQL is reachable (%s; %s)", orderID, v.Sources["workflow"], v.Sources["database"]))
 		}
-		return fmt.Errorf("unknown order %q (workflow: %s; database: %s)", orderID, v.Sources["workflow"], v.Sources["database"])
+		err := fmt.Errorf("unknown order %q (workflow: %s; database: %s)", orderID, v.Sources["workflow"], v.Sources["database"])
+		if strings.HasPrefix(v.Sources["workflow"], orders.SourceUnreachable) || strings.HasPrefix(v.Sources["database"], orders.SourceUnreachable) {
+			return exitcode.UnavailableError(err) // the source out of reach may know it
+		}
+		return err
 	}
 	return c.print(v, v.Text())
 }
@@ -151,7 +162,7 @@ func runCancel(ctx context.Context, args []string, env Env) error {
 	}
 	orderID := c.args[0]
 	if err := ids.CheckOrder(orderID); err != nil {
-		return fmt.Errorf("cancel: %w", err)
+		return exitcode.UsageError(fmt.Errorf("cancel: %w", err))
 	}
 	cl, err := c.dialTemporal(ctx)
 	if err != nil {
@@ -168,7 +179,7 @@ func runCancel(ctx context.Context, args []string, env Env) error {
 
 func runStock(ctx context.Context, args []string, env Env) error {
 	if len(args) == 0 {
-		return errors.New("stock: want `stock set PRODUCT QTY` or `stock show PRODUCT`")
+		return exitcode.UsageError(errors.New("stock: want `stock set PRODUCT QTY` or `stock show PRODUCT`"))
 	}
 	sub := args[0]
 	c := newCommand("stock "+sub, env)
@@ -179,20 +190,20 @@ func runStock(ctx context.Context, args []string, env Env) error {
 	case "show":
 		want = 1
 	default:
-		return fmt.Errorf("stock: unknown subcommand %q (set, show)", sub)
+		return exitcode.UsageError(fmt.Errorf("stock: unknown subcommand %q (set, show)", sub))
 	}
 	if err := c.parse(args[1:], want); err != nil {
 		return err
 	}
 	if err := ids.CheckProduct(c.args[0]); err != nil {
-		return fmt.Errorf("stock %s: %w", sub, err)
+		return exitcode.UsageError(fmt.Errorf("stock %s: %w", sub, err))
 	}
 	var qty int64
 	if sub == "set" {
 		var err error
 		qty, err = strconv.ParseInt(c.args[1], 10, 64)
 		if err != nil || qty < 0 {
-			return fmt.Errorf("stock set: QTY must be a whole number ≥ 0, got %q", c.args[1])
+			return exitcode.UsageError(fmt.Errorf("stock set: QTY must be a whole number ≥ 0, got %q", c.args[1]))
 		}
 	}
 	st, err := c.openStore(ctx)
@@ -226,10 +237,10 @@ func runCallback(ctx context.Context, args []string, env Env) error {
 	}
 	orderID := c.args[0]
 	if err := ids.CheckOrder(orderID); err != nil {
-		return fmt.Errorf("callback: %w", err)
+		return exitcode.UsageError(fmt.Errorf("callback: %w", err))
 	}
 	if *st != gateway.StatusSuccess && *st != gateway.StatusFailed {
-		return fmt.Errorf("callback: --status must be SUCCESS or FAILED, got %q", *st)
+		return exitcode.UsageError(fmt.Errorf("callback: --status must be SUCCESS or FAILED, got %q", *st))
 	}
 	if *st == gateway.StatusFailed && *reason == "" {
 		*reason = "LIMIT_EXCEEDED"

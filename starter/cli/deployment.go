@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/payguard/payguard/deployment"
+	"github.com/payguard/payguard/internal/exitcode"
 )
 
 // The rollout of a new build (docs/rollout.md): start its workers, make it
@@ -37,7 +38,7 @@ type DeploymentSetCurrent struct {
 func runDeployment(ctx context.Context, args []string, env Env) error {
 	const subs = "set-current, describe, wait-drained"
 	if len(args) == 0 {
-		return fmt.Errorf("deployment: want a subcommand (%s)", subs)
+		return exitcode.UsageError(fmt.Errorf("deployment: want a subcommand (%s)", subs))
 	}
 	switch args[0] {
 	case "set-current":
@@ -47,7 +48,7 @@ func runDeployment(ctx context.Context, args []string, env Env) error {
 	case "wait-drained":
 		return runWaitDrained(ctx, args[1:], env)
 	}
-	return fmt.Errorf("deployment: unknown subcommand %q (%s)", args[0], subs)
+	return exitcode.UsageError(fmt.Errorf("deployment: unknown subcommand %q (%s)", args[0], subs))
 }
 
 // deploymentCommand is a `deployment` subcommand: the deployment it is
@@ -75,11 +76,11 @@ func (d *deploymentCommand) parse(args []string) error {
 		return err
 	}
 	if err := deployment.CheckName(d.deployment); err != nil {
-		return fmt.Errorf("%s: --deployment-name: %w", d.name, err)
+		return exitcode.UsageError(fmt.Errorf("%s: --deployment-name: %w", d.name, err))
 	}
 	if d.buildID != nil {
 		if err := deployment.CheckBuildID(*d.buildID); err != nil {
-			return fmt.Errorf("%s: --build-id: %w", d.name, err)
+			return exitcode.UsageError(fmt.Errorf("%s: --build-id: %w", d.name, err))
 		}
 	}
 	return nil
@@ -117,7 +118,7 @@ func runDescribeDeployment(ctx context.Context, args []string, env Env) error {
 		return err
 	}
 	if *grace < 0 {
-		return fmt.Errorf("deployment describe: --grace must not be negative, got %s", *grace)
+		return exitcode.UsageError(fmt.Errorf("deployment describe: --grace must not be negative, got %s", *grace))
 	}
 	cl, err := d.dialTemporal(ctx)
 	if err != nil {
@@ -139,7 +140,7 @@ func runWaitDrained(ctx context.Context, args []string, env Env) error {
 		return err
 	}
 	if *grace < 0 || *timeout <= 0 {
-		return fmt.Errorf("deployment wait-drained: --grace must not be negative and --timeout must be positive")
+		return exitcode.UsageError(fmt.Errorf("deployment wait-drained: --grace must not be negative and --timeout must be positive"))
 	}
 	cl, err := d.dialTemporal(ctx)
 	if err != nil {
@@ -149,7 +150,7 @@ func runWaitDrained(ctx context.Context, args []string, env Env) error {
 	waitCtx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	b, err := deployment.WaitDrained(waitCtx, cl, d.deployment, *d.buildID, *grace, drainEvery, func(b deployment.BuildStatus) {
-		if !d.json && !b.Drained {
+		if !*d.json && !b.Drained {
 			fmt.Fprintf(env.Stdout, "build %s: %s, %d pinned runs open\n", b.BuildID, b.Role, b.RunningPinned)
 		}
 	})

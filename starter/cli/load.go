@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/payguard/payguard/config"
+	"github.com/payguard/payguard/internal/exitcode"
 	"github.com/payguard/payguard/loadgen"
 )
 
@@ -34,7 +35,7 @@ func runLoad(ctx context.Context, args []string, env Env) error {
 	cfg.Products = splitList(*products)
 	cfg.TaskQueue = c.common.TaskQueue
 	if err := cfg.Validate(); err != nil {
-		return fmt.Errorf("load: %w", err)
+		return exitcode.UsageError(fmt.Errorf("load: %w", err))
 	}
 	if *stock >= 0 {
 		st, err := c.openStore(ctx)
@@ -53,7 +54,7 @@ func runLoad(ctx context.Context, args []string, env Env) error {
 	}
 	defer cl.Close()
 	summary := loadgen.Run(ctx, cl, cfg, env.Stderr)
-	if c.json {
+	if *c.json {
 		return c.print(summary, "")
 	}
 	summary.Orders = nil

@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/payguard/payguard/config"
+	"github.com/payguard/payguard/internal/exitcode"
 	"github.com/payguard/payguard/loadgen"
 	"github.com/payguard/payguard/workflows"
 )
@@ -25,7 +26,7 @@ func runReconcile(ctx context.Context, args []string, env Env) error {
 		return err
 	}
 	if *since <= 0 {
-		return fmt.Errorf("reconcile: --since must be positive, got %s", *since)
+		return exitcode.UsageError(fmt.Errorf("reconcile: --since must be positive, got %s", *since))
 	}
 	cl, err := c.dialTemporal(ctx)
 	if err != nil {
@@ -43,7 +44,7 @@ func runReconcile(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return fmt.Errorf("reconcile: start the sweep: %v", loadgen.RootCause(err))
 	}
-	if !c.json {
+	if !*c.json {
 		fmt.Fprintf(env.Stdout, "sweep %s started; waiting for it (is a worker running on task queue %s?)...\n", id, c.common.TaskQueue)
 	}
 	var res workflows.ReconcileResult

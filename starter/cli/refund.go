@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/payguard/payguard/ids"
+	"github.com/payguard/payguard/internal/exitcode"
 	"github.com/payguard/payguard/orders"
 )
 
@@ -17,7 +18,7 @@ func runRefund(ctx context.Context, args []string, env Env) error {
 	}
 	orderID := c.args[0]
 	if err := ids.CheckOrder(orderID); err != nil {
-		return fmt.Errorf("refund: %w", err)
+		return exitcode.UsageError(fmt.Errorf("refund: %w", err))
 	}
 	cl, err := c.dialTemporal(ctx)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/payguard/payguard/codec"
 	"github.com/payguard/payguard/config"
 	"github.com/payguard/payguard/gateway"
+	"github.com/payguard/payguard/internal/exitcode"
 	"github.com/payguard/payguard/workflows"
 )
 
@@ -59,6 +61,8 @@ type Config struct {
 	DBMaxConns      int
 	StickyCacheSize int
 	TaskPollers     int
+	// LogLevel is the least level logged (--log-level).
+	LogLevel slog.Level
 	// ShutdownTimeout bounds the wait for in-flight activities on stop.
 	ShutdownTimeout time.Duration
 	// Listener, when set, is used instead of listening on HTTPAddr (tests).
@@ -84,17 +88,17 @@ const (
 	CallbackAuthLookup = "lookup"
 )
 
-// ParseFlags reads the worker's flags; defaults come from the environment.
+// ParseFlags reads the worker's flags, each from its variable where the
+// command line leaves it (config.Parse); usage is where -h and a mistake
+// print the usage. A mistake is a usage error (exit 2).
 func ParseFlags(args []string, getenv func(string) string, usage io.Writer) (Config, error) {
 	fs, finish := newFlagSet(getenv)
 	fs.SetOutput(usage)
-	if err := fs.Parse(args); err != nil {
+	if err := config.Parse(fs, args, getenv); err != nil {
 		return Config{}, err
 	}
-	if fs.NArg() > 0 {
-		return Config{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	return finish()
+	c, err := finish()
+	return c, exitcode.UsageError(err)
 }
 
 // FlagSet is the worker's flag set as ParseFlags reads it, unparsed
@@ -136,6 +140,7 @@ func newFlagSet(getenv func(string) string) (fs *flag.FlagSet, finish func() (Co
 	registerTuning(fs, &c)
 	registerVersioning(fs, getenv, &c)
 	fs.BoolVar(&c.Pprof, "pprof", false, "serve Go's profiler under /debug/pprof/ on --http-addr (make bench turns it on)")
+	config.RegisterLogLevel(fs, &c.LogLevel)
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to wait for in-flight activities on shutdown")
 	return fs, func() (Config, error) {
 		c.CodecOrigins = config.SplitList(*origins)

@@ -173,7 +173,7 @@ func TestWorkerDoesNotStartWithThePublicSecretOnAnOpenAddress(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	start := time.Now()
-	err := service.Run(ctx, []string{"--http-addr", "0.0.0.0:0"}, func(k string) string { return env[k] }, io.Discard)
+	err := service.Run(ctx, []string{"--http-addr", "0.0.0.0:0"}, func(k string) string { return env[k] }, io.Discard, io.Discard)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "GATEWAY_SECRET")
 	assert.Less(t, time.Since(start), 2*time.Second, "refused at once, not after waiting for the database")

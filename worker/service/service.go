@@ -6,8 +6,6 @@ package service
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -30,16 +28,13 @@ import (
 )
 
 // Run is the worker's main: it runs until ctx ends (SIGINT/SIGTERM), then
-// shuts down gracefully.
-func Run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	cfg, err := ParseFlags(args, getenv, stdout)
-	if errors.Is(err, flag.ErrHelp) { // usage was printed
-		return nil
-	}
+// shuts down gracefully. It logs to stdout; the usage goes to stderr.
+func Run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	cfg, err := ParseFlags(args, getenv, stderr)
 	if err != nil {
-		return err
+		return err // -h and --version too: exitcode.Main tells them apart
 	}
-	logger := slog.New(slog.NewJSONHandler(stdout, nil))
+	logger := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel}))
 	stopTracing, err := telemetry.Setup(ctx, "payguard-worker", getenv)
 	if err != nil {
 		return err
