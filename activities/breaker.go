@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
@@ -44,6 +45,14 @@ func DefaultBreakerSettings() BreakerSettings {
 func DefaultRequestBreakerSettings() BreakerSettings {
 	return BreakerSettings{Window: 10 * time.Second, MinCalls: 10, FailureRate: 0.5, OpenFor: 5 * time.Second, HalfOpenCalls: 1,
 		ConsecutiveFailures: 3}
+}
+
+// LogValue logs the settings with their durations as people write them
+// ("5s"): slog's JSON handler would write a time.Duration in nanoseconds.
+func (s BreakerSettings) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("window", s.Window.String()), slog.Any("min_calls", s.MinCalls),
+		slog.Float64("failure_rate", s.FailureRate), slog.String("open", s.OpenFor.String()),
+		slog.Any("half_open_calls", s.HalfOpenCalls), slog.Any("consecutive_failures", s.ConsecutiveFailures))
 }
 
 // refused tells the observer of a call the breaker refused, in an activity

@@ -117,11 +117,9 @@ func usageFailed(fs *flag.FlagSet, err error) error {
 	return exitcode.UsageError(err)
 }
 
+// printUsage is every program's usage: the flags, and the rule that
+// gives each its variable.
 func printUsage(fs *flag.FlagSet) {
-	if fs.Usage != nil {
-		fs.Usage()
-		return
-	}
 	fmt.Fprintf(fs.Output(), "usage of %s (every flag also from its variable %s<FLAG>, e.g. --http-addr: %s):\n",
 		fs.Name(), EnvPrefix, EnvName("http-addr"))
 	fs.PrintDefaults()

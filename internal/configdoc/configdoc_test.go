@@ -97,19 +97,19 @@ func TestTheEnvironmentColumnIsWhatEachFlagReads(t *testing.T) {
 	for _, r := range d.rows {
 		byName[r.name] = r
 	}
-	assert.Equal(t, "T_QUEUE", byName["queue"].env)
+	assert.Equal(t, "PAYGUARD_QUEUE, T_QUEUE", byName["queue"].env, "the rule's name first, then the older one")
 	assert.Equal(t, "q", byName["queue"].def)
-	assert.Equal(t, "T_ONE", byName["one"].env)
-	assert.Equal(t, "T_EXIT", byName["exit"].env)
-	assert.Empty(t, byName["plain"].env)
+	assert.Equal(t, "PAYGUARD_ONE, T_ONE", byName["one"].env)
+	assert.Equal(t, "PAYGUARD_EXIT, T_EXIT", byName["exit"].env)
+	assert.Equal(t, "PAYGUARD_PLAIN", byName["plain"].env, "every flag has the rule's variable")
 	assert.Equal(t, []string{"T_ONLY"}, d.envOnly)
 
 	// The real sets: a shared flag, a worker one, the demo's bool.
 	common, err := describe("shared", shared)
 	require.NoError(t, err)
-	assert.Contains(t, common.rows, row{name: "task-queue", env: "TASK_QUEUE", def: config.DefaultTaskQueue, usage: "task queue (env TASK_QUEUE)"})
+	assert.Contains(t, common.rows, row{name: "task-queue", env: "PAYGUARD_TASK_QUEUE, TASK_QUEUE", def: config.DefaultTaskQueue, usage: "task queue (env TASK_QUEUE)"})
 	assert.Contains(t, common.envOnly, codec.KeysEnv)
-	for _, c := range []struct{ set, flag, env string }{{"worker", "codec-token", "PAYGUARD_CODEC_TOKEN"}, {"demo", "exit", "DEMO_EXIT"}} {
+	for _, c := range []struct{ set, flag, env string }{{"worker", "codec-token", "PAYGUARD_CODEC_TOKEN"}, {"demo", "exit", "PAYGUARD_EXIT, DEMO_EXIT"}, {"worker", "http-addr", "PAYGUARD_HTTP_ADDR"}} {
 		d, err := describe(c.set, lineOf(t, c.set).build)
 		require.NoError(t, err)
 		assert.Contains(t, envs(d), c.flag+"="+c.env)
@@ -150,7 +150,7 @@ func TestADefaultNewEachRunIsMarked(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, d.rows, 1)
 	assert.True(t, d.rows[0].varies)
-	assert.Empty(t, d.rows[0].env)
+	assert.Equal(t, "PAYGUARD_SEED", d.rows[0].env, "only the rule's: a default that varies pins no older name")
 	assert.Equal(t, "new each run", defaultCell(d.rows[0]))
 }
 
@@ -171,5 +171,5 @@ func TestASecretsDefaultIsMasked(t *testing.T) {
 	doc, err := generate()
 	require.NoError(t, err)
 	assert.NotContains(t, string(doc), gateway.DevSecret)
-	assert.Contains(t, string(doc), "| `--gateway-secret` | `GATEWAY_SECRET` | (development default) |")
+	assert.Contains(t, string(doc), "| `--gateway-secret` | `PAYGUARD_GATEWAY_SECRET`, `GATEWAY_SECRET` | (development default) |")
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/payguard/payguard/config"
 )
 
 // A row is one flag as the table shows it.
@@ -52,12 +54,28 @@ func describe(title string, build builder) (described, error) {
 	}
 	d := described{title: title, envOnly: envOnly}
 	base.VisitAll(func(f *flag.Flag) { // in name order
-		d.rows = append(d.rows, row{name: f.Name, env: env[f.Name], def: f.DefValue, usage: f.Usage, varies: varies[f.Name]})
+		d.rows = append(d.rows, row{name: f.Name, env: withRule(f.Name, env[f.Name]), def: f.DefValue, usage: f.Usage, varies: varies[f.Name]})
 	})
 	return d, nil
 }
 
 func noEnv(string) string { return "" }
+
+// withRule puts first the variable config.Parse reads for every flag
+// (config.EnvName), then those its default reads (older names it wins
+// over), once each.
+func withRule(flagName, fromDefault string) string {
+	if !config.HasEnv(flagName) {
+		return fromDefault
+	}
+	names := []string{config.EnvName(flagName)}
+	for _, n := range strings.Split(fromDefault, ", ") {
+		if n != "" && !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	return strings.Join(names, ", ")
+}
 
 // probes are values a variable is set to in turn to see which flag's
 // default follows it: "1" for a flag on when its variable is "1", the
@@ -69,8 +87,8 @@ var probes = []string{"1", "2", "configdoc-probe"}
 // the set again with each variable the first build read set on its own,
 // and seeing which defaults follow. A variable that moves no default is
 // read for something other than a flag (envOnly). Variables applied when
-// the flags are parsed, not through their defaults (one naming rule for
-// every flag, say), would be named here instead.
+// the flags are parsed, not through their defaults (config.EnvName's
+// rule), are named by withRule.
 func environment(build builder, base *flag.FlagSet, asked []string, varies map[string]bool) (byFlag map[string]string, envOnly []string, err error) {
 	byFlag = map[string]string{}
 	for _, key := range asked {

@@ -25,9 +25,13 @@ func generate() ([]byte, error) {
 # Configuration
 
 Every flag of every payguard program, made from the programs' own flag sets; a test fails when this
-file and the code differ. A flag's environment variable, when set and not empty, replaces its
-default; the flag on the command line wins over both. The defaults are the code's in an empty
-environment; — in the environment column: the flag reads none.
+file and the code differ. Every flag reads the variable `+"`PAYGUARD_<FLAG>`"+`, the flag's name
+upper-cased with `+"`-` as `_`"+` (`+"`--http-addr`: `PAYGUARD_HTTP_ADDR`; `config.EnvName`"+`), listed first in
+the environment column; some also read an older name, listed after it, that `+"`PAYGUARD_<FLAG>`"+` wins
+over. A variable counts when set and not empty; the flag on the command line wins over every
+variable. The defaults are the code's in an empty environment. Every program also takes `+"`-h`"+`
+(the usage, on stderr) and `+"`--version`"+` (the build, on stdout), which read no variable; its exit
+codes are docs/design.md §6's.
 
 ## Shared flags
 
