@@ -65,8 +65,11 @@ func Run(ctx context.Context, args []string, env Env) error {
 	}
 	cmd, rest := args[0], args[1:]
 	switch cmd {
-	case "help", "-h", "--help":
+	case "help": // asked for as a command: the answer, on stdout
 		fmt.Fprintln(env.Stdout, usage)
+		return nil
+	case "-h", "--help": // as every binary's -h: on stderr
+		fmt.Fprintln(env.Stderr, usage)
 		return nil
 	case "version", "-version", "--version":
 		return exitcode.ErrVersion
