@@ -225,6 +225,12 @@ func TestComposeMatchesTheCode(t *testing.T) {
 		}
 	})
 
+	t.Run("settings as environment", func(t *testing.T) {
+		for _, name := range []string{"worker", "api", "pgsim"} {
+			assert.Empty(t, c.Services[name].Command, "%s takes its settings as environment (PAYGUARD_<FLAG>), not arguments", name)
+		}
+	})
+
 	t.Run("worker", func(t *testing.T) {
 		w := c.Services["worker"]
 		env := newReadEnv(serviceEnv(t, w, hostSecret))
@@ -354,7 +360,7 @@ func TestComposeMatchesTheCode(t *testing.T) {
 		assert.Equal(t, "temporal:"+flagValue(tm.Command, "--port"), c.Services["worker"].Environment["TEMPORAL_ADDRESS"])
 		codecURL := mustURL(t, flagValue(tm.Command, "--ui-codec-endpoint"))
 		assert.Equal(t, codec.Endpoint, codecURL.Path, "the UI calls the worker's codec server")
-		assert.Contains(t, c.Services["worker"].Ports, "127.0.0.1:"+codecURL.Port()+":"+portOf(t, flagValue(c.Services["worker"].Command, "--http-addr")),
+		assert.Contains(t, c.Services["worker"].Ports, "127.0.0.1:"+codecURL.Port()+":"+portOf(t, c.Services["worker"].Environment[config.EnvName("http-addr")]),
 			"on the port the worker's HTTP endpoints are published on")
 		assert.Equal(t, config.DefaultCodecEndpoint, codecURL.String())
 	})
