@@ -116,6 +116,7 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error
 		return nil, err
 	}
 	w.store = st
+	st.Observe(w.Metrics)
 	if err := st.Migrate(ctx); err != nil {
 		return nil, err
 	}
