@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -50,7 +51,47 @@ func promtool(t *testing.T, args ...string) {
 
 func TestPromtoolChecksConfigAndRules(t *testing.T) {
 	promtool(t, "check", "config", "prometheus.yml")
+	promtool(t, "check", "config", composeConfig)
 	promtool(t, "test", "rules", "alerts_test.yml")
+}
+
+// composeConfig is the configuration docker-compose.yml's Prometheus reads.
+const composeConfig = "prometheus.compose.yml"
+
+// The compose configuration is prometheus.yml with the compose worker's
+// address for the default one, and nothing else changed; that address is
+// the worker service's and port its --http-addr's.
+func TestComposeConfigIsTheRepositorysWithTheComposeWorker(t *testing.T) {
+	var local, compose map[string]any
+	readYAML(t, "prometheus.yml", &local)
+	readYAML(t, composeConfig, &compose)
+	targets := func(cfg map[string]any) []any {
+		return cfg["scrape_configs"].([]any)[0].(map[string]any)["static_configs"].([]any)[0].(map[string]any)["targets"].([]any)
+	}
+	var dc struct {
+		Services map[string]struct {
+			Command []string `yaml:"command"`
+			Volumes []string `yaml:"volumes"`
+		} `yaml:"services"`
+	}
+	readYAML(t, "../../docker-compose.yml", &dc)
+	worker := dc.Services["worker"].Command
+	i := slices.Index(worker, "--http-addr")
+	if i < 0 || i+1 >= len(worker) {
+		t.Fatalf("the compose worker's command %v names no --http-addr", worker)
+	}
+	_, port, _ := strings.Cut(worker[i+1], ":")
+	if got := targets(compose); !slices.Equal(got, []any{"worker:" + port}) {
+		t.Errorf("%s scrapes %v, want the compose worker worker:%s", composeConfig, got, port)
+	}
+	targets(compose)[0] = config.DefaultWorkerAddr
+	if !reflect.DeepEqual(local, compose) {
+		t.Errorf("%s differs from prometheus.yml in more than the target:\n%v\n%v", composeConfig, compose, local)
+	}
+	prom := dc.Services["prometheus"]
+	if !slices.Contains(prom.Volumes, "./ops/prometheus:/etc/prometheus:ro") || !slices.Contains(prom.Command, "--config.file=/etc/prometheus/"+composeConfig) {
+		t.Errorf("compose's Prometheus does not read %s beside the rules: %v %v", composeConfig, prom.Volumes, prom.Command)
+	}
 }
 
 // The scrape target is the worker's default address, owned by config.
