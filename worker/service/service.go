@@ -82,6 +82,9 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	// Each line names the order's trace: the workflow's and the activities'
+	// through the SDK's logger, the HTTP handlers' through their context.
+	logger = slog.New(telemetry.LogHandler(logger.Handler()))
 	logger.Info("worker starting", cfg.LogAttrs()...)
 	if cfg.GatewaySecret == gateway.DevSecret {
 		logger.Warn("GATEWAY_SECRET is not set: using the public development secret, taken only because the callback endpoint is on loopback")
