@@ -66,6 +66,15 @@ const (
 	// build with uncommitted changes) and go: which build answers
 	// (internal/buildinfo).
 	BuildInfo = "payguard_build_info"
+	// WorkerBuild is 1, labelled deployment and build_id: the Worker
+	// Deployment version this worker polls as (docs/rollout.md).
+	WorkerBuild = "payguard_worker_build"
+	// PinnedRunsOpen is a gauge per build of the worker's deployment,
+	// labelled deployment and build_id: the open runs pinned to it, which
+	// wait for a worker of that build. Every worker exports the fleet's
+	// counts; a count above 0 for a build no worker exports WorkerBuild
+	// for is a build stopped too soon.
+	PinnedRunsOpen = "payguard_pinned_runs_open"
 )
 
 // The reconciliation sweep's metrics (docs/design.md §10).

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/payguard/payguard/deployment"
 	"github.com/payguard/payguard/internal/buildinfo"
 	"github.com/payguard/payguard/internal/testenv"
 	"github.com/payguard/payguard/starter/cli/clitest"
@@ -170,4 +172,39 @@ func TestMetricsCountOrdersAtTheirFinalStatusAndLostOnes(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 1, lost)
+}
+
+// Runs pinned to a build whose workers have stopped are counted by the
+// workers left: an order pinned to build old waits while only build new
+// polls, and new's /metrics says so, beside its own build.
+func TestMetricsCountRunsPinnedToAStoppedBuild(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStack(t, testenv.Processing(time.Hour), func(c *service.Config) {
+		c.BuildID, c.PollInitial, c.PollMax = "old", time.Minute, time.Minute
+	})
+	s.SetStock(t, "P1", 5)
+	clitest.PlaceOrder(t, s, "pinned-0001", "P1", 1)
+	s.WaitOrder(t, "pinned-0001", status.OrderPending, 30*time.Second)
+	next := s.StartWorker(t, func(c *service.Config) { c.BuildID, c.SetCurrent = "new", deployment.SetCurrentAlways })
+	require.NoError(t, s.Worker.Stop())
+
+	url := "http://" + next.Addr() + "/metrics"
+	dep := s.Config.DeploymentName
+	var seen []wm.Sample
+	testenv.Eventually(t, 60*time.Second, func() bool {
+		var err error
+		seen, err = wm.Scrape(context.Background(), url, wm.PinnedRunsOpen, wm.WorkerBuild)
+		require.NoError(t, err)
+		pinned := map[string]float64{}
+		var builds []string
+		for _, sm := range seen {
+			assert.Equal(t, dep, sm.Labels["deployment"])
+			if sm.Name == wm.PinnedRunsOpen {
+				pinned[sm.Labels["build_id"]] = sm.Value
+			} else {
+				builds = append(builds, sm.Labels["build_id"])
+			}
+		}
+		return pinned["old"] == 1 && pinned["new"] == 0 && slices.Equal(builds, []string{"new"})
+	}, "the order pinned to old counted on new's /metrics")
 }

@@ -132,6 +132,7 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error
 	if err != nil {
 		return nil, err
 	}
+	w.Metrics.Registry.MustRegister(newBuildCollector(w.temporal, cfg, logger))
 	w.Breaker, w.Creates = newBreakers(cfg, st, w.Metrics, logger)
 	acts := activities.New(st, w.gateway, w.Breaker, activities.Config{CallbackURL: cfg.CallbackURL, IdempotencyKeys: cfg.IdempotencyKeys, CallbackSecret: []byte(cfg.GatewaySecret),
 		Creates: w.Creates, CancelRequested: activities.CancelRequestedBy(w.temporal)}, w.Metrics)
