@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"go.opentelemetry.io/otel/trace"
 )
@@ -84,7 +85,10 @@ func (h *traceHandler) WithGroup(name string) slog.Handler {
 	return &traceHandler{next: h.next.WithGroup(name), traced: h.traced}
 }
 
-// renamed is the SDK's TraceID or SpanID field as trace_id or span_id.
+// renamed is the SDK's TraceID or SpanID field as trace_id or span_id;
+// an id of zeros (no tracer provider installed: the SDK's spans are then
+// OpenTelemetry's no-op ones) is dropped, as an empty attribute, which
+// slog's handlers skip.
 func renamed(a slog.Attr) (slog.Attr, bool) {
 	var key string
 	switch a.Key {
@@ -96,8 +100,12 @@ func renamed(a slog.Attr) (slog.Attr, bool) {
 		return a, false
 	}
 	v := a.Value.Resolve()
+	text := v.String()
 	if s, ok := v.Any().(fmt.Stringer); ok && v.Kind() == slog.KindAny {
-		return slog.String(key, s.String()), true
+		text = s.String()
 	}
-	return slog.String(key, v.String()), true
+	if strings.Trim(text, "0") == "" {
+		return slog.Attr{}, true
+	}
+	return slog.String(key, text), true
 }

@@ -54,8 +54,10 @@ func TestLogHandlerNamesTheTrace(t *testing.T) {
 	// As the SDK's tracing interceptor does to activity.GetLogger's logger.
 	sdklog.With(sdklog.NewStructuredLogger(logger), "TraceID", tid, "SpanID", sid).Info("from the sdk", "order_id", "o2")
 	logger.Info("untraced")
+	// With no tracer provider the SDK's spans are no-op ones, of zero ids.
+	sdklog.With(sdklog.NewStructuredLogger(logger), "TraceID", trace.TraceID{}, "SpanID", trace.SpanID{}).Info("untraced sdk")
 	lines := logLines(t, buf.String())
-	if len(lines) != 3 {
+	if len(lines) != 4 {
 		t.Fatalf("%d lines: %s", len(lines), buf.String())
 	}
 	for _, l := range lines[:2] {
@@ -66,8 +68,12 @@ func TestLogHandlerNamesTheTrace(t *testing.T) {
 			t.Errorf("%v: the SDK's key is renamed, not kept", l)
 		}
 	}
-	if _, ok := lines[2]["trace_id"]; ok {
-		t.Errorf("an untraced line got a trace: %v", lines[2])
+	for _, l := range lines[2:] {
+		for _, k := range []string{"trace_id", "span_id", "TraceID", "SpanID", ""} {
+			if _, ok := l[k]; ok {
+				t.Errorf("an untraced line has %q: %v", k, l)
+			}
+		}
 	}
 	if telemetry.LogHandler(logger.Handler()) != logger.Handler() {
 		t.Error("wrapping twice adds a second layer")
