@@ -43,6 +43,7 @@ func NewMetrics() *Metrics {
 	m := &Metrics{
 		Registry: reg,
 		breakerState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			//lint:ignore SA1019 the deprecated gauge is still exported: its name is a contract
 			Name: metrics.BreakerState,
 			Help: "Circuit breaker state: 0 closed, 1 half-open, 2 open.",
 		}, []string{"breaker"}),
