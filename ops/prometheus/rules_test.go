@@ -145,10 +145,13 @@ func TestRulesAndDashboardNameOnlyExportedMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = tc.TerminateWorkflow(context.Background(), wf.GetID(), wf.GetRunID(), "test over") })
+	// The pinned-run counts are read from Temporal in the background.
 	testenv.Eventually(t, 30*time.Second, func() bool {
-		_, ok := scrapeNames(t, s.MetricsURL())[workflowTaskFailures]
-		return ok
-	}, workflowTaskFailures+" on /metrics")
+		names := scrapeNames(t, s.MetricsURL())
+		_, failures := names[workflowTaskFailures]
+		_, pinned := names[wm.PinnedRunsOpen]
+		return failures && pinned
+	}, workflowTaskFailures+" and "+wm.PinnedRunsOpen+" on /metrics")
 	exported := scrapeNames(t, s.MetricsURL())
 
 	sels := append(ruleSelectors(t), dashboardSelectors(t)...)

@@ -13,8 +13,10 @@ import (
 	"github.com/payguard/payguard/worker/metrics"
 )
 
-// pinnedRunsEvery bounds how often a worker asks Temporal about its
-// deployment for /metrics: scrapes in between get the last answer.
+// pinnedRunsEvery is how often a worker asks Temporal about its
+// deployment for /metrics. The asking is done in the background: a scrape
+// reads the last answer and never waits for Temporal (an HTTP write
+// timeout may be shorter than a describe).
 const pinnedRunsEvery = 15 * time.Second
 
 // buildCollector exports the worker's own build (metrics.WorkerBuild) and,
@@ -31,9 +33,8 @@ type buildCollector struct {
 
 	own, pinned *prometheus.Desc
 
-	mu     sync.Mutex
-	readAt time.Time
-	last   []deployment.BuildStatus
+	mu   sync.Mutex
+	last []deployment.BuildStatus
 }
 
 func newBuildCollector(cl client.Client, cfg Config, logger *slog.Logger) *buildCollector {
@@ -50,29 +51,35 @@ func (c *buildCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.own; ch 
 
 func (c *buildCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.own, prometheus.GaugeValue, 1, c.deployment, c.buildID)
-	for _, b := range c.builds() {
+	c.mu.Lock()
+	builds := c.last
+	c.mu.Unlock()
+	for _, b := range builds {
 		ch <- prometheus.MustNewConstMetric(c.pinned, prometheus.GaugeValue, float64(b.RunningPinned), c.deployment, b.BuildID)
 	}
 }
 
-// builds is the deployment's builds, read at most every pinnedRunsEvery.
-// A read that fails exports none: no count is better than a stale one
-// (the alert then holds its state rather than firing on old news).
-func (c *buildCollector) builds() []deployment.BuildStatus {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if time.Since(c.readAt) < pinnedRunsEvery {
-		return c.last
+// run reads the deployment now and every pinnedRunsEvery until ctx ends.
+// A read that fails exports no count until one succeeds: none is better
+// than a stale one (the alert then holds its state rather than firing on
+// old news).
+func (c *buildCollector) run(ctx context.Context) {
+	tick := time.NewTicker(pinnedRunsEvery)
+	defer tick.Stop()
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		st, err := deployment.Describe(rctx, c.temporal, c.deployment, 0)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			c.log.Warn("pinned runs not counted for /metrics", "deployment", c.deployment, "error", err.Error())
+		}
+		c.mu.Lock()
+		c.last = st.Builds
+		c.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	st, err := deployment.Describe(ctx, c.temporal, c.deployment, 0)
-	c.readAt = time.Now()
-	if err != nil {
-		c.log.Warn("pinned runs not counted for /metrics", "deployment", c.deployment, "error", err.Error())
-		c.last = nil
-		return nil
-	}
-	c.last = st.Builds
-	return c.last
 }
