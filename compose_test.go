@@ -475,3 +475,55 @@ func TestComposeRequiresACodecKey(t *testing.T) {
 		assert.Error(t, err, "%s starts without a key", name)
 	}
 }
+
+// The observability profile: Prometheus and Grafana start only when asked
+// for, every file they mount is in the repository, and Grafana reads the
+// dashboard from where its provisioning looks, from the Prometheus service.
+func TestComposeObservabilityProfile(t *testing.T) {
+	raw, err := os.ReadFile("docker-compose.yml")
+	require.NoError(t, err)
+	var c struct {
+		Services map[string]struct {
+			Profiles []string `yaml:"profiles"`
+			Volumes  []string `yaml:"volumes"`
+			Ports    []string `yaml:"ports"`
+		} `yaml:"services"`
+	}
+	require.NoError(t, yaml.Unmarshal(raw, &c))
+	mounts := map[string]string{} // container path -> host path
+	for _, name := range []string{"prometheus", "grafana"} {
+		s, ok := c.Services[name]
+		require.True(t, ok, "compose has %s", name)
+		assert.Equal(t, []string{"observability"}, s.Profiles, name)
+		for _, v := range s.Volumes {
+			parts := strings.Split(v, ":")
+			require.GreaterOrEqual(t, len(parts), 2, v)
+			_, err := os.Stat(parts[0])
+			assert.NoError(t, err, "%s mounts %s, which the repository holds", name, parts[0])
+			mounts[parts[1]] = parts[0]
+		}
+	}
+	var ds struct {
+		Datasources []struct{ UID, URL string } `yaml:"datasources"`
+	}
+	b, err := os.ReadFile("ops/grafana/provisioning/datasources/prometheus.yml")
+	require.NoError(t, err)
+	require.NoError(t, yaml.Unmarshal(b, &ds))
+	require.Len(t, ds.Datasources, 1)
+	promPort := containerPort(t, c.Services["prometheus"].Ports[0])
+	assert.Equal(t, "http://prometheus:"+promPort, ds.Datasources[0].URL)
+	var dash struct {
+		Providers []struct {
+			Options struct{ Path string } `yaml:"options"`
+		} `yaml:"providers"`
+	}
+	b, err = os.ReadFile("ops/grafana/provisioning/dashboards/payguard.yml")
+	require.NoError(t, err)
+	require.NoError(t, yaml.Unmarshal(b, &dash))
+	require.Len(t, dash.Providers, 1)
+	assert.Equal(t, "./ops/grafana/payguard.json", mounts[dash.Providers[0].Options.Path+"/payguard.json"], "the provider's folder holds the dashboard")
+	assert.Equal(t, "./ops/grafana/provisioning", mounts["/etc/grafana/provisioning"])
+	panels, err := os.ReadFile("ops/grafana/payguard.json")
+	require.NoError(t, err)
+	assert.Contains(t, string(panels), `"uid": "`+ds.Datasources[0].UID+`"`, "the panels name the provisioned datasource")
+}
