@@ -244,6 +244,9 @@ func (s *Server) Restart(ctx context.Context) error {
 // Stop stops the server; its databases stay (Databases.Drop).
 func (s *Server) Stop() error { return s.proc.Stop(StopGrace) }
 
+// Running reports whether the server process is up.
+func (s *Server) Running() bool { return s.proc.Running() }
+
 // CPUTime is the server's CPU time so far (the bench's cost per order).
 func (s *Server) CPUTime() time.Duration { return s.proc.CPUTime() }
 
