@@ -24,6 +24,7 @@ import (
 
 	"github.com/payguard/payguard/chaos/stack"
 	"github.com/payguard/payguard/internal/devserver"
+	"github.com/payguard/payguard/internal/temporalserver"
 	"github.com/payguard/payguard/loadgen"
 	"github.com/payguard/payguard/status"
 )
@@ -33,15 +34,16 @@ type Options struct {
 	Bin        string
 	Out        string
 	Quick      bool
-	Rates      []float64     // every ladder's open-loop steps, rising
-	Refine     int           // bisections between the last sustained rate and the first not
-	Step       time.Duration // each step's launch time
-	Waiting    int           // orders left waiting in the capacity phase
-	WorkerArgs []string      // extra worker flags (the levers under test)
-	Phases     string        // which phases run
-	Label      string        // names the run in the report (e.g. the lever)
-	Eager      bool          // the dev server runs with devserver.EagerArgs
-	Profile    bool          // save the worker's CPU profile of each rate step
+	Rates      []float64           // every ladder's open-loop steps, rising
+	Refine     int                 // bisections between the last sustained rate and the first not
+	Step       time.Duration       // each step's launch time
+	Waiting    int                 // orders left waiting in the capacity phase
+	WorkerArgs []string            // extra worker flags (the levers under test)
+	Phases     string              // which phases run
+	Label      string              // names the run in the report (e.g. the lever)
+	Eager      bool                // the dev server runs with devserver.EagerArgs
+	Temporal   temporalserver.Kind // which Temporal the stack runs on
+	Profile    bool                // save the worker's CPU profile of each rate step
 }
 
 // quick is the harness's smoke size: every phase, small and short.
@@ -87,6 +89,8 @@ func newFlagSet() (fs *flag.FlagSet, finish func() (Options, error)) {
 	fs.StringVar(&o.Phases, "phases", "minimal,baseline,rates,api,breaker,capacity", "phases to run, comma-separated (minimal and baseline: the minimal and no-op workflows' steps; api: payguard's steps through the HTTP order API, the api binary)")
 	fs.BoolVar(&o.Eager, "eager", false, "start the dev server with eager activity execution and eager workflow start on")
 	fs.BoolVar(&o.Profile, "profile", false, "save the worker's CPU profile of each rate step as worker-cpu-<rate>.pprof (worker-cpu-api-<rate>.pprof through the API) in --out")
+	o.Temporal = temporalserver.KindDev
+	fs.Var(&o.Temporal, "temporal", temporalserver.KindFlagUsage)
 	fs.StringVar(&o.Label, "label", "", "a name for this run in the report (e.g. the lever tried)")
 	return fs, func() (Options, error) { return o.complete(rates, workerArgs, big) }
 }
@@ -156,16 +160,16 @@ func run(ctx context.Context, o Options, stdout io.Writer) error {
 		return err
 	}
 	say := func(format string, a ...any) { fmt.Fprintf(stdout, "bench: "+format+"\n", a...) }
-	rep := Report{Label: o.Label, Machine: machine(), WorkerArgs: o.WorkerArgs, Quick: o.Quick, Eager: o.Eager}
+	rep := Report{Label: o.Label, Machine: machine(), WorkerArgs: o.WorkerArgs, Quick: o.Quick, Eager: o.Eager, Temporal: o.Temporal}
 	var temporalArgs []string
 	if o.Eager {
 		temporalArgs = devserver.EagerArgs
 	}
-	say("starting the stack (dev server, pgsim calm, one worker)... load average %s", rep.Machine.LoadBefore)
+	say("starting the stack (%s server, pgsim calm, one worker)... load average %s", o.Temporal, rep.Machine.LoadBefore)
 	st, err := stack.Start(ctx, stack.Options{
 		Bin: o.Bin, TemporalCLI: cli, Out: o.Out, AdminDBURL: devserver.AdminDatabaseURL(), Secret: "bench-secret",
 		Workers: 1, Direct: true, DatabaseName: fmt.Sprintf("payguard_bench_%d", time.Now().UnixNano()),
-		PgsimArgs: calmPgsim, TemporalArgs: temporalArgs, WorkerArgs: append([]string{"--pprof", "--shutdown-timeout", "3s"}, o.WorkerArgs...),
+		PgsimArgs: calmPgsim, TemporalArgs: temporalArgs, Temporal: o.Temporal, WorkerArgs: append([]string{"--pprof", "--shutdown-timeout", "3s"}, o.WorkerArgs...),
 	})
 	if err != nil {
 		return err
