@@ -17,7 +17,7 @@ WORKFLOWCHECK := $(BIN)/workflowcheck
 TEMPORAL_SERVER   := $(BIN)/temporal-server
 TEMPORAL_SQL_TOOL := $(BIN)/temporal-sql-tool
 
-.PHONY: help tools temporal-server-bin temporal-server test-server postgres codec-key check fmt-check vet staticcheck workflowcheck test test-short ci build demo demo-api chaos chaos-ci bench dev-server pgsim worker record-histories config-doc chromium promtool
+.PHONY: help tools docker-compose temporal-server-bin temporal-server test-server postgres codec-key check fmt-check vet staticcheck workflowcheck test test-short ci build demo demo-api chaos chaos-ci bench dev-server pgsim worker record-histories config-doc chromium promtool
 
 help:
 	@echo "make demo   - the outage demo on the real stack (see README)"
@@ -84,6 +84,16 @@ chromium:
 		{ echo "could not install chromium (run as root: apt-get install chromium)" >&2; exit 1; }; \
 	else echo "Chromium is needed for the UI test: install it (Debian: apt-get install chromium)" >&2; exit 1; fi
 
+# Debian's docker-compose (v1) for the compose test: `docker-compose config`
+# validates docker-compose.yml without a Docker engine (compose_temporal_test.go).
+docker-compose:
+	@if command -v docker-compose >/dev/null; then :; \
+	elif command -v apt-get >/dev/null; then \
+		echo "Installing Debian's docker-compose for the compose test..."; \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker-compose) >/dev/null || \
+		{ echo "could not install docker-compose (run as root: apt-get install docker-compose)" >&2; exit 1; }; \
+	else echo "docker-compose is needed for the compose test: install it (Debian: apt-get install docker-compose)" >&2; exit 1; fi
+
 # Debian's prometheus package for promtool, which checks ops/prometheus and
 # runs its alert rule tests (ops/prometheus/rules_test.go).
 promtool:
@@ -111,7 +121,7 @@ check: fmt-check vet staticcheck workflowcheck
 # e2e runs after the other packages, not beside them: its outage scenario
 # times a circuit breaker against a worker under the race detector, which a
 # 2-core machine shared with the other test binaries cannot keep on time.
-test: $(TEMPORAL) postgres chromium promtool
+test: $(TEMPORAL) temporal-server-bin postgres chromium promtool docker-compose
 	PAYGUARD_TEMPORAL_CLI=$(TEMPORAL) go test -race -count=1 -timeout 20m $$(go list ./... | grep -v '/e2e$$')
 	PAYGUARD_TEMPORAL_CLI=$(TEMPORAL) go test -race -count=1 -timeout 20m ./e2e/
 
