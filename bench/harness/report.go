@@ -24,6 +24,8 @@ type Report struct {
 	Eager      bool     `json:"eager"`
 	// Temporal is which Temporal the run measured (dev or server).
 	Temporal temporalserver.Kind `json:"temporal"`
+	// Workers is how many worker processes served payguard's orders.
+	Workers int `json:"workers"`
 	// QuietWaitSec is how long the bench waited for the dev server to go
 	// quiet after the baseline, before payguard's steps (quiet.go).
 	QuietWaitSec float64 `json:"quietWaitSeconds"`

@@ -43,7 +43,11 @@ type Options struct {
 	Label      string              // names the run in the report (e.g. the lever)
 	Eager      bool                // the dev server runs with devserver.EagerArgs
 	Temporal   temporalserver.Kind // which Temporal the stack runs on
-	Profile    bool                // save the worker's CPU profile of each rate step
+	// Workers is how many worker processes serve payguard's task queue
+	// (sharing the fleet breaker); the CPU profile and the capacity phase's
+	// memory are the first one's.
+	Workers int
+	Profile bool // save the worker's CPU profile of each rate step
 }
 
 // quick is the harness's smoke size: every phase, small and short.
@@ -89,6 +93,7 @@ func newFlagSet() (fs *flag.FlagSet, finish func() (Options, error)) {
 	fs.StringVar(&o.Phases, "phases", "minimal,baseline,rates,api,breaker,capacity", "phases to run, comma-separated (minimal and baseline: the minimal and no-op workflows' steps; api: payguard's steps through the HTTP order API, the api binary)")
 	fs.BoolVar(&o.Eager, "eager", false, "start the dev server with eager activity execution and eager workflow start on")
 	fs.BoolVar(&o.Profile, "profile", false, "save the worker's CPU profile of each rate step as worker-cpu-<rate>.pprof (worker-cpu-api-<rate>.pprof through the API) in --out")
+	fs.IntVar(&o.Workers, "workers", 1, "worker processes on payguard's task queue, sharing the fleet breaker (1-4; profile and capacity memory are the first's)")
 	o.Temporal = temporalserver.KindDev
 	fs.Var(&o.Temporal, "temporal", temporalserver.KindFlagUsage)
 	fs.StringVar(&o.Label, "label", "", "a name for this run in the report (e.g. the lever tried)")
@@ -115,6 +120,8 @@ func (o Options) complete(rates, workerArgs string, big bool) (Options, error) {
 	switch {
 	case o.Step <= 0:
 		return o, errors.New("--step must be positive")
+	case o.Workers < 1 || o.Workers > 4:
+		return o, fmt.Errorf("--workers must be within [1, 4], got %d", o.Workers)
 	case o.Waiting < 1:
 		return o, errors.New("--waiting must be at least 1")
 	case o.Refine < 0 || o.Refine > 5:
@@ -160,15 +167,15 @@ func run(ctx context.Context, o Options, stdout io.Writer) error {
 		return err
 	}
 	say := func(format string, a ...any) { fmt.Fprintf(stdout, "bench: "+format+"\n", a...) }
-	rep := Report{Label: o.Label, Machine: machine(), WorkerArgs: o.WorkerArgs, Quick: o.Quick, Eager: o.Eager, Temporal: o.Temporal}
+	rep := Report{Label: o.Label, Machine: machine(), WorkerArgs: o.WorkerArgs, Quick: o.Quick, Eager: o.Eager, Temporal: o.Temporal, Workers: o.Workers}
 	var temporalArgs []string
 	if o.Eager {
 		temporalArgs = devserver.EagerArgs
 	}
-	say("starting the stack (%s server, pgsim calm, one worker)... load average %s", o.Temporal, rep.Machine.LoadBefore)
+	say("starting the stack (%s server, pgsim calm, %d worker(s))... load average %s", o.Temporal, o.Workers, rep.Machine.LoadBefore)
 	st, err := stack.Start(ctx, stack.Options{
 		Bin: o.Bin, TemporalCLI: cli, Out: o.Out, AdminDBURL: devserver.AdminDatabaseURL(), Secret: "bench-secret",
-		Workers: 1, Direct: true, DatabaseName: fmt.Sprintf("payguard_bench_%d", time.Now().UnixNano()),
+		Workers: o.Workers, Direct: true, DatabaseName: fmt.Sprintf("payguard_bench_%d", time.Now().UnixNano()),
 		PgsimArgs: calmPgsim, TemporalArgs: temporalArgs, Temporal: o.Temporal, WorkerArgs: append([]string{"--pprof", "--shutdown-timeout", "3s"}, o.WorkerArgs...),
 	})
 	if err != nil {
@@ -189,7 +196,14 @@ func run(ctx context.Context, o Options, stdout io.Writer) error {
 		return err
 	}
 	w := st.Workers[0]
-	cpu := cpuMeter{server: st.Temporal.CPUTime, worker: w.CPUTime, gateway: st.Pgsim.CPUTime}
+	workersCPU := func() time.Duration {
+		var d time.Duration
+		for _, w := range st.Workers {
+			d += w.CPUTime()
+		}
+		return d
+	}
+	cpu := cpuMeter{server: st.Temporal.CPUTime, worker: workersCPU, gateway: st.Pgsim.CPUTime}
 	var api *apiServer
 	if o.has("api") {
 		say("starting the order API (%s) on the stack...", filepath.Join(o.Bin, "api"))
