@@ -42,7 +42,9 @@ type composeFile struct {
 type composeService struct {
 	Image       string                            `yaml:"image"`
 	Build       *struct{ Context, Target string } `yaml:"build"`
+	Entrypoint  []string                          `yaml:"entrypoint"`
 	Command     []string                          `yaml:"command"`
+	Volumes     []string                          `yaml:"volumes"`
 	Environment map[string]string                 `yaml:"environment"`
 	Ports       []string                          `yaml:"ports"`
 	Profiles    []string                          `yaml:"profiles"`
@@ -52,6 +54,20 @@ type composeService struct {
 	Healthcheck *struct {
 		Test []string `yaml:"test"`
 	} `yaml:"healthcheck"`
+}
+
+// oneShots are the services others wait for to complete
+// (service_completed_successfully): setup steps, which exit when done.
+func (c composeFile) oneShots() map[string]bool {
+	out := map[string]bool{}
+	for _, s := range c.Services {
+		for dep, d := range s.DependsOn {
+			if d.Condition == "service_completed_successfully" {
+				out[dep] = true
+			}
+		}
+	}
+	return out
 }
 
 func loadCompose(t *testing.T) composeFile {
@@ -185,7 +201,7 @@ func portOf(t *testing.T, addr string) string {
 func TestComposeMatchesTheCode(t *testing.T) {
 	c := loadCompose(t)
 	stages, bases := dockerStages(t)
-	for _, name := range []string{"postgres", "temporal", "pgsim", "worker", "api", "starter"} {
+	for _, name := range []string{"postgres", "temporal-schema", "temporal", "temporal-setup", "temporal-ui", "pgsim", "worker", "api", "starter"} {
 		require.Contains(t, c.Services, name)
 	}
 
@@ -207,9 +223,10 @@ func TestComposeMatchesTheCode(t *testing.T) {
 	})
 
 	t.Run("healthchecks", func(t *testing.T) {
+		oneShots := c.oneShots()
 		for name, s := range c.Services {
-			if len(s.Profiles) > 0 {
-				continue // one-off tools
+			if len(s.Profiles) > 0 || oneShots[name] {
+				continue // one-off tools, and setup steps others wait to complete
 			}
 			require.NotNil(t, s.Healthcheck, "%s has a healthcheck", name)
 			assert.NotEmpty(t, s.Healthcheck.Test, name)
@@ -342,22 +359,7 @@ func TestComposeMatchesTheCode(t *testing.T) {
 		}
 	})
 
-	t.Run("temporal", func(t *testing.T) {
-		tm := c.Services["temporal"]
-		args := strings.Join(tm.Command, " ")
-		assertFlagPairs(t, args, devserver.SearchAttributeArgs(), devserver.TuningArgs)
-		var published []string
-		for _, m := range tm.Ports {
-			published = append(published, containerPort(t, m))
-		}
-		assert.ElementsMatch(t, []string{flagValue(tm.Command, "--port"), flagValue(tm.Command, "--ui-port")}, published)
-		assert.Equal(t, "temporal:"+flagValue(tm.Command, "--port"), c.Services["worker"].Environment["TEMPORAL_ADDRESS"])
-		codecURL := mustURL(t, flagValue(tm.Command, "--ui-codec-endpoint"))
-		assert.Equal(t, codec.Endpoint, codecURL.Path, "the UI calls the worker's codec server")
-		assert.Contains(t, c.Services["worker"].Ports, "127.0.0.1:"+codecURL.Port()+":"+portOf(t, flagValue(c.Services["worker"].Command, "--http-addr")),
-			"on the port the worker's HTTP endpoints are published on")
-		assert.Equal(t, config.DefaultCodecEndpoint, codecURL.String())
-	})
+	t.Run("temporal", func(t *testing.T) { composeTemporal(t, c) })
 
 	t.Run("postgres", func(t *testing.T) {
 		p := c.Services["postgres"]
