@@ -1,6 +1,7 @@
 # syntax=docker/dockerfile:1
 # Multi-stage build of payguard's processes. Each runtime image is a
-# target: worker, pgsim, starter, api, temporal (the pinned dev server).
+# target: worker, pgsim, starter, api. (Temporal is the release's own
+# images in docker-compose.yml.)
 
 FROM golang:1.26.8-bookworm AS build
 WORKDIR /src
@@ -8,9 +9,6 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 RUN CGO_ENABLED=0 go build -trimpath -o /out/ ./worker ./pgsim ./starter ./api
-
-FROM golang:1.26.8-bookworm AS temporal-build
-RUN GOBIN=/out go install github.com/temporalio/cli/cmd/temporal@v1.5.1
 
 FROM debian:12.12-slim AS runtime
 RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates curl \
@@ -36,11 +34,3 @@ FROM runtime AS api
 COPY --from=build /out/api /usr/local/bin/api
 EXPOSE 8080
 ENTRYPOINT ["api"]
-
-FROM runtime AS temporal
-COPY --from=temporal-build /out/temporal /usr/local/bin/temporal
-USER root
-RUN mkdir -p /data && chown payguard /data
-USER payguard
-EXPOSE 7233 8233
-ENTRYPOINT ["temporal"]

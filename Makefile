@@ -8,12 +8,16 @@ BIN := $(CURDIR)/bin
 TEMPORAL_CLI_VERSION := v1.5.1
 STATICCHECK_VERSION  := v0.8.2
 WORKFLOWCHECK_VERSION := v0.6.0
+# The real Temporal server and its SQL tool (internal/temporalserver.Version).
+TEMPORAL_SERVER_VERSION := v1.29.1
 
 TEMPORAL      := $(BIN)/temporal
 STATICCHECK   := $(BIN)/staticcheck
 WORKFLOWCHECK := $(BIN)/workflowcheck
+TEMPORAL_SERVER   := $(BIN)/temporal-server
+TEMPORAL_SQL_TOOL := $(BIN)/temporal-sql-tool
 
-.PHONY: help tools postgres codec-key check fmt-check vet staticcheck workflowcheck test test-short ci build demo demo-api chaos chaos-ci bench dev-server pgsim worker record-histories config-doc chromium promtool
+.PHONY: help tools docker-compose temporal-server-bin temporal-server test-server postgres codec-key check fmt-check vet staticcheck workflowcheck test test-short ci build demo demo-api chaos chaos-ci bench dev-server pgsim worker record-histories config-doc chromium promtool
 
 help:
 	@echo "make demo   - the outage demo on the real stack (see README)"
@@ -25,10 +29,27 @@ help:
 	@echo "make codec-key - a development payload codec key in $(CODEC_KEY_FILE) (the demo makes one itself)"
 	@echo "make bench  - payguard beside a no-op workflow on one stack: table, bench-out/report.json, report.svg (BENCH_ARGS=...)"
 	@echo "make config-doc - regenerate docs/configuration.md from the programs' flag sets"
+	@echo "make temporal-server - the real Temporal server on the local PostgreSQL, 127.0.0.1:7243 (docs/operations.md)"
+	@echo "make test-server - the outage e2e and one chaos seed on the real Temporal server (part of make ci)"
 
 $(TEMPORAL):
 	@echo "Building the temporal CLI $(TEMPORAL_CLI_VERSION) (first time: 2-3 minutes)..."
 	GOBIN=$(BIN) go install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_CLI_VERSION)
+
+# The real Temporal server and temporal-sql-tool, built from the server's
+# module (first time: ~6 minutes on 2 cores). go install names them after
+# their packages (server, sql): each is built into a directory of its own
+# and renamed.
+$(TEMPORAL_SERVER):
+	@echo "Building the Temporal server $(TEMPORAL_SERVER_VERSION) (first time: ~6 minutes on 2 cores)..."
+	@tmp=$$(mktemp -d) && GOBIN=$$tmp go install go.temporal.io/server/cmd/server@$(TEMPORAL_SERVER_VERSION) && \
+		mkdir -p $(BIN) && mv $$tmp/server $@ && rmdir $$tmp
+
+$(TEMPORAL_SQL_TOOL):
+	@tmp=$$(mktemp -d) && GOBIN=$$tmp go install go.temporal.io/server/cmd/tools/sql@$(TEMPORAL_SERVER_VERSION) && \
+		mkdir -p $(BIN) && mv $$tmp/sql $@ && rmdir $$tmp
+
+temporal-server-bin: $(TEMPORAL_SERVER) $(TEMPORAL_SQL_TOOL)
 
 $(STATICCHECK):
 	GOBIN=$(BIN) go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
@@ -63,6 +84,16 @@ chromium:
 		{ echo "could not install chromium (run as root: apt-get install chromium)" >&2; exit 1; }; \
 	else echo "Chromium is needed for the UI test: install it (Debian: apt-get install chromium)" >&2; exit 1; fi
 
+# Debian's docker-compose (v1) for the compose test: `docker-compose config`
+# validates docker-compose.yml without a Docker engine (compose_temporal_test.go).
+docker-compose:
+	@if command -v docker-compose >/dev/null; then :; \
+	elif command -v apt-get >/dev/null; then \
+		echo "Installing Debian's docker-compose for the compose test..."; \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker-compose) >/dev/null || \
+		{ echo "could not install docker-compose (run as root: apt-get install docker-compose)" >&2; exit 1; }; \
+	else echo "docker-compose is needed for the compose test: install it (Debian: apt-get install docker-compose)" >&2; exit 1; fi
+
 # Debian's prometheus package for promtool, which checks ops/prometheus and
 # runs its alert rule tests (ops/prometheus/rules_test.go).
 promtool:
@@ -90,7 +121,7 @@ check: fmt-check vet staticcheck workflowcheck
 # e2e runs after the other packages, not beside them: its outage scenario
 # times a circuit breaker against a worker under the race detector, which a
 # 2-core machine shared with the other test binaries cannot keep on time.
-test: $(TEMPORAL) postgres chromium promtool
+test: $(TEMPORAL) temporal-server-bin postgres chromium promtool docker-compose
 	PAYGUARD_TEMPORAL_CLI=$(TEMPORAL) go test -race -count=1 -timeout 20m $$(go list ./... | grep -v '/e2e$$')
 	PAYGUARD_TEMPORAL_CLI=$(TEMPORAL) go test -race -count=1 -timeout 20m ./e2e/
 
@@ -99,7 +130,7 @@ test: $(TEMPORAL) postgres chromium promtool
 test-short:
 	go test -short -count=1 ./...
 
-ci: tools postgres check test chaos-ci
+ci: tools postgres check test chaos-ci test-server
 
 build:
 	go build -o $(BIN)/ ./pgsim ./worker ./starter ./api ./demo ./chaos
@@ -123,9 +154,23 @@ chaos: $(TEMPORAL) postgres build
 		PAYGUARD_TEMPORAL_CLI=$(TEMPORAL) $(BIN)/chaos --seed $$s --bin $(BIN) --out $$out $(CHAOS_ARGS) || fail=1; \
 	done; exit $$fail
 
-# The short seeded run `make ci` includes (~2 minutes).
+# The short seeded run `make ci` includes (~2 minutes); CHAOS_CI_ARGS adds
+# flags (test-server's --temporal server).
+CHAOS_CI_ARGS ?=
 chaos-ci:
-	$(MAKE) chaos SEED=1 SEEDS=1 CHAOS_ARGS="--duration 40s --rate 2 --order-deadline 30s --settle 2m"
+	$(MAKE) chaos SEED=1 SEEDS=1 CHAOS_ARGS="--duration 40s --rate 2 --order-deadline 30s --settle 2m $(CHAOS_CI_ARGS)"
+
+# The real Temporal server on the local PostgreSQL (databases temporal and
+# temporal_visibility, set up on first use), 127.0.0.1:7243, until Ctrl-C.
+temporal-server: temporal-server-bin postgres
+	go run ./internal/temporalserver/serve
+
+# The outage e2e and one chaos seed on the real Temporal server, each on
+# databases of its own (~3 minutes).
+test-server: $(TEMPORAL) temporal-server-bin postgres build
+	PAYGUARD_TEMPORAL=server PAYGUARD_TEMPORAL_CLI=$(TEMPORAL) go test -race -count=1 -timeout 10m \
+		-run '^(TestGatewayOutageLifecycle|TestTemporalIsTheKindAsked)$$' ./e2e/
+	$(MAKE) chaos-ci CHAOS_CI_ARGS="--temporal server --out chaos-server-out"
 
 # The benchmark (docs/design.md §11, docs/bench.md): its own stack, ~6 minutes; BENCH_ARGS
 # takes its flags (--quick, --waiting-10k, --worker-args "...", --label L).

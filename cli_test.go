@@ -21,20 +21,30 @@ import (
 	"github.com/payguard/payguard/internal/testenv"
 )
 
-// binaries builds every payguard program (each directory with a
-// main.go) into one directory, in one go build.
-func binaries(t *testing.T) (dir string, names []string) {
+// otherMains are the programs beside the top-level directories with a
+// main.go, by the name each reports itself with.
+var otherMains = map[string]string{"internal/temporalserver/serve": "temporal-server"}
+
+// binaries builds every payguard program (each top-level directory with
+// a main.go, and otherMains) into one directory, in one go build; names
+// maps each binary's file to the name it reports itself with.
+func binaries(t *testing.T) (dir string, names map[string]string) {
 	t.Helper()
 	testenv.NeedsServices(t, "a build of every binary")
 	mains, err := filepath.Glob("*/main.go")
 	require.NoError(t, err)
 	dir = t.TempDir()
 	args := []string{"build", "-o", dir + "/"}
+	names = map[string]string{}
 	for _, m := range mains {
-		names = append(names, filepath.Dir(m))
+		names[filepath.Dir(m)] = filepath.Dir(m)
 		args = append(args, "./"+filepath.Dir(m))
 	}
-	require.GreaterOrEqual(t, len(names), 7)
+	for pkg, name := range otherMains {
+		names[filepath.Base(pkg)] = name
+		args = append(args, "./"+pkg)
+	}
+	require.GreaterOrEqual(t, len(names), 8)
 	out, err := exec.Command("go", args...).CombinedOutput()
 	require.NoError(t, err, "go build: %s", out)
 	return dir, names
@@ -78,9 +88,9 @@ func lastLine(s string) string {
 // Every binary: a bad flag exits 2 with the usage and a one-line error
 // on stderr, nothing on stdout; -h exits 0 with the usage on stderr;
 // --version exits 0 with the build on stdout.
-func everyBinaryFollowsTheConventions(t *testing.T, dir string, names []string) {
-	for _, name := range names {
-		bin := filepath.Join(dir, name)
+func everyBinaryFollowsTheConventions(t *testing.T, dir string, names map[string]string) {
+	for file, name := range names {
+		bin := filepath.Join(dir, file)
 		args := []string{"--no-such-flag"}
 		if name == "starter" {
 			args = []string{"status", "--no-such-flag"}

@@ -42,7 +42,9 @@ type composeFile struct {
 type composeService struct {
 	Image       string                            `yaml:"image"`
 	Build       *struct{ Context, Target string } `yaml:"build"`
+	Entrypoint  []string                          `yaml:"entrypoint"`
 	Command     []string                          `yaml:"command"`
+	Volumes     []string                          `yaml:"volumes"`
 	Environment map[string]string                 `yaml:"environment"`
 	Ports       []string                          `yaml:"ports"`
 	Profiles    []string                          `yaml:"profiles"`
@@ -52,6 +54,20 @@ type composeService struct {
 	Healthcheck *struct {
 		Test []string `yaml:"test"`
 	} `yaml:"healthcheck"`
+}
+
+// oneShots are the services others wait for to complete
+// (service_completed_successfully): setup steps, which exit when done.
+func (c composeFile) oneShots() map[string]bool {
+	out := map[string]bool{}
+	for _, s := range c.Services {
+		for dep, d := range s.DependsOn {
+			if d.Condition == "service_completed_successfully" {
+				out[dep] = true
+			}
+		}
+	}
+	return out
 }
 
 func loadCompose(t *testing.T) composeFile {
@@ -185,7 +201,7 @@ func portOf(t *testing.T, addr string) string {
 func TestComposeMatchesTheCode(t *testing.T) {
 	c := loadCompose(t)
 	stages, bases := dockerStages(t)
-	for _, name := range []string{"postgres", "temporal", "pgsim", "worker", "api", "starter"} {
+	for _, name := range []string{"postgres", "temporal-schema", "temporal", "temporal-setup", "temporal-ui", "pgsim", "worker", "api", "starter"} {
 		require.Contains(t, c.Services, name)
 	}
 
@@ -207,9 +223,10 @@ func TestComposeMatchesTheCode(t *testing.T) {
 	})
 
 	t.Run("healthchecks", func(t *testing.T) {
+		oneShots := c.oneShots()
 		for name, s := range c.Services {
-			if len(s.Profiles) > 0 {
-				continue // one-off tools
+			if len(s.Profiles) > 0 || oneShots[name] {
+				continue // one-off tools, and setup steps others wait to complete
 			}
 			require.NotNil(t, s.Healthcheck, "%s has a healthcheck", name)
 			assert.NotEmpty(t, s.Healthcheck.Test, name)
@@ -348,22 +365,7 @@ func TestComposeMatchesTheCode(t *testing.T) {
 		}
 	})
 
-	t.Run("temporal", func(t *testing.T) {
-		tm := c.Services["temporal"]
-		args := strings.Join(tm.Command, " ")
-		assertFlagPairs(t, args, devserver.SearchAttributeArgs(), devserver.TuningArgs)
-		var published []string
-		for _, m := range tm.Ports {
-			published = append(published, containerPort(t, m))
-		}
-		assert.ElementsMatch(t, []string{flagValue(tm.Command, "--port"), flagValue(tm.Command, "--ui-port")}, published)
-		assert.Equal(t, "temporal:"+flagValue(tm.Command, "--port"), c.Services["worker"].Environment["TEMPORAL_ADDRESS"])
-		codecURL := mustURL(t, flagValue(tm.Command, "--ui-codec-endpoint"))
-		assert.Equal(t, codec.Endpoint, codecURL.Path, "the UI calls the worker's codec server")
-		assert.Contains(t, c.Services["worker"].Ports, "127.0.0.1:"+codecURL.Port()+":"+portOf(t, c.Services["worker"].Environment[config.EnvName("http-addr")]),
-			"on the port the worker's HTTP endpoints are published on")
-		assert.Equal(t, config.DefaultCodecEndpoint, codecURL.String())
-	})
+	t.Run("temporal", func(t *testing.T) { composeTemporal(t, c) })
 
 	t.Run("postgres", func(t *testing.T) {
 		p := c.Services["postgres"]
@@ -480,4 +482,56 @@ func TestComposeRequiresACodecKey(t *testing.T) {
 		_, err := interpolate(raw, map[string]string{})
 		assert.Error(t, err, "%s starts without a key", name)
 	}
+}
+
+// The observability profile: Prometheus and Grafana start only when asked
+// for, every file they mount is in the repository, and Grafana reads the
+// dashboard from where its provisioning looks, from the Prometheus service.
+func TestComposeObservabilityProfile(t *testing.T) {
+	raw, err := os.ReadFile("docker-compose.yml")
+	require.NoError(t, err)
+	var c struct {
+		Services map[string]struct {
+			Profiles []string `yaml:"profiles"`
+			Volumes  []string `yaml:"volumes"`
+			Ports    []string `yaml:"ports"`
+		} `yaml:"services"`
+	}
+	require.NoError(t, yaml.Unmarshal(raw, &c))
+	mounts := map[string]string{} // container path -> host path
+	for _, name := range []string{"prometheus", "grafana"} {
+		s, ok := c.Services[name]
+		require.True(t, ok, "compose has %s", name)
+		assert.Equal(t, []string{"observability"}, s.Profiles, name)
+		for _, v := range s.Volumes {
+			parts := strings.Split(v, ":")
+			require.GreaterOrEqual(t, len(parts), 2, v)
+			_, err := os.Stat(parts[0])
+			assert.NoError(t, err, "%s mounts %s, which the repository holds", name, parts[0])
+			mounts[parts[1]] = parts[0]
+		}
+	}
+	var ds struct {
+		Datasources []struct{ UID, URL string } `yaml:"datasources"`
+	}
+	b, err := os.ReadFile("ops/grafana/provisioning/datasources/prometheus.yml")
+	require.NoError(t, err)
+	require.NoError(t, yaml.Unmarshal(b, &ds))
+	require.Len(t, ds.Datasources, 1)
+	promPort := containerPort(t, c.Services["prometheus"].Ports[0])
+	assert.Equal(t, "http://prometheus:"+promPort, ds.Datasources[0].URL)
+	var dash struct {
+		Providers []struct {
+			Options struct{ Path string } `yaml:"options"`
+		} `yaml:"providers"`
+	}
+	b, err = os.ReadFile("ops/grafana/provisioning/dashboards/payguard.yml")
+	require.NoError(t, err)
+	require.NoError(t, yaml.Unmarshal(b, &dash))
+	require.Len(t, dash.Providers, 1)
+	assert.Equal(t, "./ops/grafana/payguard.json", mounts[dash.Providers[0].Options.Path+"/payguard.json"], "the provider's folder holds the dashboard")
+	assert.Equal(t, "./ops/grafana/provisioning", mounts["/etc/grafana/provisioning"])
+	panels, err := os.ReadFile("ops/grafana/payguard.json")
+	require.NoError(t, err)
+	assert.Contains(t, string(panels), `"uid": "`+ds.Datasources[0].UID+`"`, "the panels name the provisioned datasource")
 }

@@ -114,13 +114,20 @@ func transitions(t *testing.T, s *testenv.Stack) map[string]float64 {
 // closed, 1 half-open, 2 open; -1 not scraped).
 func breakerState(t *testing.T, addr, name string) float64 {
 	t.Helper()
-	samples, err := metricnames.Scrape(context.Background(), "http://"+addr+"/metrics", metricnames.BreakerState)
+	samples, err := metricnames.Scrape(context.Background(), "http://"+addr+"/metrics", metricnames.BreakerCurrentState)
 	if err != nil {
 		return -1
 	}
 	for _, s := range samples {
-		if s.Labels["breaker"] == name {
-			return s.Value
+		if s.Labels["breaker"] == name && s.Value == 1 {
+			switch s.Labels["state"] {
+			case "closed":
+				return 0
+			case "half-open":
+				return 1
+			case "open":
+				return 2
+			}
 		}
 	}
 	return -1

@@ -3,6 +3,8 @@
 // the CLI, so the words a user sees are the same everywhere.
 package status
 
+import "slices"
+
 // Order is where an order stands.
 type Order string
 
@@ -17,13 +19,12 @@ const (
 	OrderRejected   Order = "REJECTED"
 )
 
+// FinalOrders are the final order statuses, in the order reports list them.
+var FinalOrders = []Order{OrderConfirmed, OrderFailed, OrderCancelled, OrderRejected}
+
 // Final reports whether the order has reached an end it never leaves.
 func (s Order) Final() bool {
-	switch s {
-	case OrderConfirmed, OrderFailed, OrderCancelled, OrderRejected:
-		return true
-	}
-	return false
+	return slices.Contains(FinalOrders, s)
 }
 
 // Payment is what payguard knows of the charge at the gateway.

@@ -63,7 +63,19 @@ func (o Outcome) ToFinal() time.Duration {
 // database does not hold are left out. The one definition of a lost order
 // is this query's.
 func (s *Store) Outcomes(ctx context.Context, orderIDs []string) ([]Outcome, error) {
-	rows, err := s.pool.Query(ctx, `
+	return outcomes(ctx, s.pool, orderIDs)
+}
+
+// rowsQuerier is a pool or a transaction.
+type rowsQuerier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// outcomes is Outcomes on q: the pool, or a transaction that has just
+// ended an order (inTx reads it there, before the commit, so that the
+// metrics count lost orders by this one definition).
+func outcomes(ctx context.Context, q rowsQuerier, orderIDs []string) ([]Outcome, error) {
+	rows, err := q.Query(ctx, `
 		SELECT o.order_id, o.status, COALESCE(p.status, ''), op.cancelled,
 		       CASE WHEN op.cancelled THEN ''
 		            WHEN p.status = 'REFUNDED' AND NOT cr.refunded THEN $3

@@ -1,6 +1,8 @@
 package store_test
 
 import (
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +19,8 @@ import (
 func TestOutcomesTellLostOrdersFromOperatorsAndDecisions(t *testing.T) {
 	t.Parallel()
 	s, ctx := stocked(t, 10)
+	heard := &recorder{}
+	s.Observe(heard)
 	deadline := time.Now().Add(time.Minute).Truncate(time.Microsecond)
 	reserve := func(id string) {
 		o := newOrder(id, 1)
@@ -58,6 +62,9 @@ func TestOutcomesTellLostOrdersFromOperatorsAndDecisions(t *testing.T) {
 	advance(store.Change{OrderID: "failed-refunded", Order: status.OrderFailed, Payment: status.PaymentFailed,
 		Reservation: store.ReleaseReservation, Cause: "payment FAILED"})
 	advance(store.Change{OrderID: "failed-refunded", Payment: status.PaymentRefunded, Cause: "late SUCCESS refunded"})
+	// A retried step moves nothing and is not heard of again.
+	advance(store.Change{OrderID: "failed-refunded", Payment: status.PaymentRefunded, Cause: "late SUCCESS refunded"})
+	cancel("deadline", status.PaymentCancelled, deadlineCause)
 	reserve("open")
 	_, err := s.Reserve(ctx, newOrder("rejected", 100))
 	require.ErrorIs(t, err, store.ErrOutOfStock)
@@ -88,6 +95,20 @@ func TestOutcomesTellLostOrdersFromOperatorsAndDecisions(t *testing.T) {
 	assert.Equal(t, status.PaymentRefunded, byID["refunded"].Payment)
 	assert.Empty(t, byID["open"].Payment, "no payment yet")
 
+	// The observer heard of each final order once, with its status, and
+	// of each lost one once, by the same definition.
+	wantFinal, wantLost := map[string]status.Order{}, map[string]string{}
+	for _, o := range got {
+		if o.Status.Final() {
+			wantFinal[o.OrderID] = o.Status
+		}
+		if o.Lost != "" {
+			wantLost[o.OrderID] = o.Lost
+		}
+	}
+	assert.Equal(t, wantFinal, heard.finalByID(t))
+	assert.Equal(t, wantLost, heard.lostByID(t))
+
 	for _, o := range got {
 		assert.False(t, o.PlacedAt.IsZero(), o.OrderID)
 		assert.False(t, o.PlacedAt.After(before), o.OrderID)
@@ -110,6 +131,8 @@ func TestOutcomesTellLostOrdersFromOperatorsAndDecisions(t *testing.T) {
 func TestOutcomeFinalAtIsTheMoveToTheFinalStatus(t *testing.T) {
 	t.Parallel()
 	s, ctx := stocked(t, 10)
+	heard := &recorder{}
+	s.Observe(heard)
 	_, err := s.Reserve(ctx, newOrder("o1", 1))
 	require.NoError(t, err)
 	require.NoError(t, s.Cancel(ctx, store.Change{OrderID: "o1", Order: status.OrderCancelled, Payment: status.PaymentCancelled,
@@ -124,4 +147,76 @@ func TestOutcomeFinalAtIsTheMoveToTheFinalStatus(t *testing.T) {
 	require.Len(t, later, 1)
 	assert.Equal(t, store.LostRefunded, later[0].Lost, "charged, then refunded")
 	assert.True(t, first[0].FinalAt.Equal(later[0].FinalAt), "still the move to CANCELLED")
+	assert.Equal(t, map[string]string{"o1": store.LostCancelled}, heard.lostByID(t), "lost once, as it was when cancelled")
+}
+
+// A CONFIRMED order whose charge is refunded without the customer asking
+// becomes lost at the refund; one refunded at the customer's request
+// does not.
+func TestObserverHearsAConfirmedOrderLostAtItsRefund(t *testing.T) {
+	t.Parallel()
+	s, ctx := stocked(t, 10)
+	heard := &recorder{}
+	s.Observe(heard)
+	for _, id := range []string{"kept", "refunded", "customer"} {
+		_, err := s.Reserve(ctx, newOrder(id, 1))
+		require.NoError(t, err)
+		require.NoError(t, s.Advance(ctx, store.Change{OrderID: id, Order: status.OrderConfirmed, Payment: status.PaymentSuccess,
+			TransactionKey: "k-" + id, Reservation: store.CommitReservation, Cause: "payment SUCCESS"}))
+	}
+	assert.Empty(t, heard.lostByID(t))
+	require.NoError(t, s.Advance(ctx, store.Change{OrderID: "refunded", Payment: status.PaymentRefunded, Cause: "charge refunded by the sweep"}))
+	require.NoError(t, s.Advance(ctx, store.Change{OrderID: "customer", Payment: status.PaymentRefunded, Cause: store.CauseCustomerRefund}))
+	assert.Equal(t, map[string]string{"refunded": store.LostRefunded}, heard.lostByID(t))
+	assert.Equal(t, map[string]status.Order{"kept": status.OrderConfirmed, "refunded": status.OrderConfirmed, "customer": status.OrderConfirmed},
+		heard.finalByID(t))
+}
+
+// recorder is a store.Observer that keeps what it heard.
+type recorder struct {
+	mu    sync.Mutex
+	final []string // "id status"
+	lost  []string // "id kind"
+}
+
+func (r *recorder) OrderFinal(id string, st status.Order) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.final = append(r.final, id+" "+string(st))
+}
+
+func (r *recorder) OrderLost(id, kind string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lost = append(r.lost, id+" "+kind)
+}
+
+// byID turns "id value" lines into a map, failing on an id heard twice.
+func byID(t *testing.T, lines []string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, l := range lines {
+		id, v, _ := strings.Cut(l, " ")
+		if _, dup := out[id]; dup {
+			t.Errorf("%s heard of twice", id)
+		}
+		out[id] = v
+	}
+	return out
+}
+
+func (r *recorder) finalByID(t *testing.T) map[string]status.Order {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[string]status.Order{}
+	for id, v := range byID(t, r.final) {
+		out[id] = status.Order(v)
+	}
+	return out
+}
+
+func (r *recorder) lostByID(t *testing.T) map[string]string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return byID(t, r.lost)
 }

@@ -59,7 +59,8 @@ func (e *TransitionError) Is(target error) bool { return target == ErrIllegalTra
 
 // Store runs payguard's queries over a connection pool.
 type Store struct {
-	pool *pgxpool.Pool
+	pool     *pgxpool.Pool
+	observer Observer
 }
 
 // Open connects to databaseURL and checks the connection.
@@ -110,14 +111,35 @@ func (s *Store) Migrate(ctx context.Context) error {
 // that fails is an error too: the caller must not believe a change landed.
 // The event-log lines fn appends are written together just before the
 // commit (tx.flush).
+//
+// With an Observer, a transaction that ended an order (or refunded its
+// payment) reads the order's outcome before the commit, and the observer
+// hears of it after the commit, never for a transaction rolled back.
 func (s *Store) inTx(ctx context.Context, fn func(tx *tx) error) error {
-	return pgx.BeginFunc(ctx, s.pool, func(ptx pgx.Tx) error {
+	var hs []heard
+	err := pgx.BeginFunc(ctx, s.pool, func(ptx pgx.Tx) error {
 		t := &tx{Tx: ptx}
 		if err := fn(t); err != nil {
 			return err
 		}
-		return t.flush(ctx)
+		var ended map[string]ending
+		if s.observer != nil {
+			ended = t.endings()
+		}
+		if err := t.flush(ctx); err != nil {
+			return err
+		}
+		if len(ended) == 0 {
+			return nil
+		}
+		var err error
+		hs, err = classify(ctx, t, ended)
+		return err
 	})
+	if err == nil && len(hs) > 0 {
+		s.tell(hs)
+	}
+	return err
 }
 
 // pgCode returns the SQLSTATE of a PostgreSQL error, or "".

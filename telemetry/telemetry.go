@@ -4,8 +4,12 @@
 //   - traces: one trace per order — the starter's StartWorkflow, the
 //     workflow, its activities (the Temporal SDK's own tracing interceptor),
 //     the gateway HTTP call and pgsim's handling of it (otelhttp), and
-//     pgsim's callback back to the worker — exported with OTLP/HTTP when
-//     OTEL_EXPORTER_OTLP_ENDPOINT is set, and nothing otherwise;
+//     pgsim's callback back to the worker — exported when
+//     OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_TRACES_EXPORTER) is set, by the
+//     exporter the standard variables choose (contrib's autoexport: OTLP
+//     over HTTP by default, gRPC, console), and nothing otherwise; the
+//     resource is the SDK's detection (OTEL_SERVICE_NAME,
+//     OTEL_RESOURCE_ATTRIBUTES), each program's name the default;
 //   - the Temporal SDK's metrics, through the SDK's contrib handler and the
 //     OpenTelemetry Prometheus exporter, into the worker's registry.
 //
@@ -21,10 +25,10 @@ import (
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/contrib/exporters/autoexport"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/propagation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -36,34 +40,78 @@ import (
 )
 
 // EndpointEnv is the standard OpenTelemetry variable that turns export on:
-// the OTLP/HTTP collector's base URL (traces go to its /v1/traces).
+// the OTLP collector's base URL (over HTTP, traces go to its /v1/traces).
 const EndpointEnv = "OTEL_EXPORTER_OTLP_ENDPOINT"
+
+// The other standard variables Setup reads to decide whether to trace: a
+// traces-only endpoint, or an exporter named (OTEL_TRACES_EXPORTER=console
+// traces to stdout with no collector; none turns tracing off).
+const (
+	TracesEndpointEnv = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+	TracesExporterEnv = "OTEL_TRACES_EXPORTER"
+)
 
 // propagator carries the trace between processes: W3C trace context in HTTP
 // headers and in Temporal's headers, and baggage beside it.
 var propagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 
-// Setup installs the process's tracer provider, named service. With no
-// endpoint in the environment nothing is exported: the global provider stays
+// Setup installs the process's tracer provider, whose service.name is
+// service unless OTEL_SERVICE_NAME (or service.name in
+// OTEL_RESOURCE_ATTRIBUTES) says otherwise. With neither an endpoint nor an
+// exporter in getenv nothing is exported: the global provider stays
 // OpenTelemetry's no-op, and an untraced process pays next to nothing. The
-// returned function flushes and stops the exporter.
+// exporter and the resource then read the process's environment, as the
+// OpenTelemetry SDK does. The returned function flushes and stops the
+// exporter.
 func Setup(ctx context.Context, service string, getenv func(string) string) (func(context.Context) error, error) {
 	otel.SetTextMapPropagator(propagator)
-	endpoint := strings.TrimRight(getenv(EndpointEnv), "/")
-	if endpoint == "" {
-		return func(context.Context) error { return nil }, nil
+	tp, err := newProvider(ctx, service, getenv)
+	if err != nil || tp == nil {
+		return func(context.Context) error { return nil }, err
 	}
-	if !strings.HasPrefix(endpoint, "http://") && !strings.HasPrefix(endpoint, "https://") {
-		return nil, fmt.Errorf("%s=%q: want the collector's http(s)://host:port", EndpointEnv, endpoint)
-	}
-	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(endpoint+"/v1/traces"))
-	if err != nil {
-		return nil, fmt.Errorf("otlp trace exporter: %w", err)
-	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp),
-		sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", service))))
 	otel.SetTracerProvider(tp)
 	return tp.Shutdown, nil
+}
+
+// newProvider is Setup's tracer provider, nil when nothing is to be
+// exported.
+func newProvider(ctx context.Context, service string, getenv func(string) string) (*sdktrace.TracerProvider, error) {
+	endpoint := getenv(EndpointEnv)
+	if endpoint == "" && getenv(TracesEndpointEnv) == "" && getenv(TracesExporterEnv) == "" {
+		return nil, nil
+	}
+	if endpoint != "" && !strings.HasPrefix(endpoint, "http://") && !strings.HasPrefix(endpoint, "https://") {
+		return nil, fmt.Errorf("%s=%q: want the collector's http(s)://host:port", EndpointEnv, endpoint)
+	}
+	exp, err := autoexport.NewSpanExporter(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("trace exporter: %w", err)
+	}
+	if autoexport.IsNoneSpanExporter(exp) {
+		return nil, nil
+	}
+	res, err := Resource(ctx, service)
+	if err != nil {
+		_ = exp.Shutdown(ctx)
+		return nil, err
+	}
+	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res)), nil
+}
+
+// Resource describes this process to the collector: service.name is
+// service, the program's own name, unless the environment names another
+// (OTEL_SERVICE_NAME, then OTEL_RESOURCE_ATTRIBUTES: the SDK's detection,
+// which comes after the default and so wins), with the SDK's and the
+// process's attributes.
+func Resource(ctx context.Context, service string) (*resource.Resource, error) {
+	res, err := resource.New(ctx,
+		resource.WithAttributes(attribute.String("service.name", service)),
+		resource.WithFromEnv(), resource.WithTelemetrySDK(), resource.WithHost(),
+		resource.WithProcessPID(), resource.WithProcessExecutableName(), resource.WithProcessRuntimeVersion())
+	if err != nil {
+		return nil, fmt.Errorf("otel resource: %w", err)
+	}
+	return res, nil
 }
 
 // Interceptors are the Temporal client interceptors every payguard client

@@ -31,7 +31,8 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 func TestOneTracePerOrder(t *testing.T) {
 	testenv.NeedsServices(t, "PostgreSQL and the Temporal dev server")
 	rec := tracetest.NewSpanRecorder()
-	// The only test in this package: nothing else traces into the recorder.
+	// The tests in this package run one at a time, each with a recorder
+	// of its own.
 	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
 
 	f := testenv.QuietFaults()

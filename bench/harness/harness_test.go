@@ -113,6 +113,7 @@ func TestQuickBenchRunsEveryPhaseOnTheRealStack(t *testing.T) {
 func TestFlagsRefuseBadInputBeforeAnythingStarts(t *testing.T) {
 	for _, args := range [][]string{
 		{"--rates", "10,abc"}, {"--rates", "0"}, {"--step", "0s"}, {"--waiting", "0"}, {"--phases", "rates,nap"}, {"extra"},
+		{"--workers", "0"}, {"--workers", "5"}, {"--temporal", "cloud"},
 	} {
 		_, err := parseFlags(args, noEnv, &bytes.Buffer{})
 		assert.Error(t, err, "%v", args)

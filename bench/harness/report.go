@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/payguard/payguard/internal/temporalserver"
 	"github.com/payguard/payguard/loadgen"
 )
 
@@ -21,6 +22,10 @@ type Report struct {
 	Machine    Machine  `json:"machine"`
 	WorkerArgs []string `json:"workerArgs,omitempty"`
 	Eager      bool     `json:"eager"`
+	// Temporal is which Temporal the run measured (dev or server).
+	Temporal temporalserver.Kind `json:"temporal"`
+	// Workers is how many worker processes served payguard's orders.
+	Workers int `json:"workers"`
 	// QuietWaitSec is how long the bench waited for the dev server to go
 	// quiet after the baseline, before payguard's steps (quiet.go).
 	QuietWaitSec float64 `json:"quietWaitSeconds"`

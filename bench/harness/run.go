@@ -26,6 +26,7 @@ import (
 	"github.com/payguard/payguard/config"
 	"github.com/payguard/payguard/internal/devserver"
 	"github.com/payguard/payguard/internal/exitcode"
+	"github.com/payguard/payguard/internal/temporalserver"
 	"github.com/payguard/payguard/loadgen"
 	"github.com/payguard/payguard/status"
 )
@@ -35,15 +36,20 @@ type Options struct {
 	Bin        string
 	Out        string
 	Quick      bool
-	Rates      []float64     // every ladder's open-loop steps, rising
-	Refine     int           // bisections between the last sustained rate and the first not
-	Step       time.Duration // each step's launch time
-	Waiting    int           // orders left waiting in the capacity phase
-	WorkerArgs []string      // extra worker flags (the levers under test)
-	Phases     string        // which phases run
-	Label      string        // names the run in the report (e.g. the lever)
-	Eager      bool          // the dev server runs with devserver.EagerArgs
-	Profile    bool          // save the worker's CPU profile of each rate step
+	Rates      []float64           // every ladder's open-loop steps, rising
+	Refine     int                 // bisections between the last sustained rate and the first not
+	Step       time.Duration       // each step's launch time
+	Waiting    int                 // orders left waiting in the capacity phase
+	WorkerArgs []string            // extra worker flags (the levers under test)
+	Phases     string              // which phases run
+	Label      string              // names the run in the report (e.g. the lever)
+	Eager      bool                // the dev server runs with devserver.EagerArgs
+	Temporal   temporalserver.Kind // which Temporal the stack runs on
+	// Workers is how many worker processes serve payguard's task queue
+	// (sharing the fleet breaker); the CPU profile and the capacity phase's
+	// memory are the first one's.
+	Workers int
+	Profile bool // save the worker's CPU profile of each rate step
 }
 
 // quick is the harness's smoke size: every phase, small and short.
@@ -87,6 +93,9 @@ func newFlagSet() (fs *flag.FlagSet, finish func() (Options, error)) {
 	fs.StringVar(&o.Phases, "phases", "minimal,baseline,rates,api,breaker,capacity", "phases to run, comma-separated (minimal and baseline: the minimal and no-op workflows' steps; api: payguard's steps through the HTTP order API, the api binary)")
 	fs.BoolVar(&o.Eager, "eager", false, "start the dev server with eager activity execution and eager workflow start on")
 	fs.BoolVar(&o.Profile, "profile", false, "save the worker's CPU profile of each rate step as worker-cpu-<rate>.pprof (worker-cpu-api-<rate>.pprof through the API) in --out")
+	fs.IntVar(&o.Workers, "workers", 1, "worker processes on payguard's task queue, sharing the fleet breaker (1-4; profile and capacity memory are the first's)")
+	o.Temporal = temporalserver.KindDev
+	fs.Var(&o.Temporal, "temporal", temporalserver.KindFlagUsage)
 	fs.StringVar(&o.Label, "label", "", "a name for this run in the report (e.g. the lever tried)")
 	return fs, func() (Options, error) { return o.complete(rates, workerArgs, big) }
 }
@@ -111,6 +120,8 @@ func (o Options) complete(rates, workerArgs string, big bool) (Options, error) {
 	switch {
 	case o.Step <= 0:
 		return o, errors.New("--step must be positive")
+	case o.Workers < 1 || o.Workers > 4:
+		return o, fmt.Errorf("--workers must be within [1, 4], got %d", o.Workers)
 	case o.Waiting < 1:
 		return o, errors.New("--waiting must be at least 1")
 	case o.Refine < 0 || o.Refine > 5:
@@ -153,16 +164,16 @@ func run(ctx context.Context, o Options, stdout io.Writer) error {
 		return err
 	}
 	say := func(format string, a ...any) { fmt.Fprintf(stdout, "bench: "+format+"\n", a...) }
-	rep := Report{Label: o.Label, Machine: machine(), WorkerArgs: o.WorkerArgs, Quick: o.Quick, Eager: o.Eager}
+	rep := Report{Label: o.Label, Machine: machine(), WorkerArgs: o.WorkerArgs, Quick: o.Quick, Eager: o.Eager, Temporal: o.Temporal, Workers: o.Workers}
 	var temporalArgs []string
 	if o.Eager {
 		temporalArgs = devserver.EagerArgs
 	}
-	say("starting the stack (dev server, pgsim calm, one worker)... load average %s", rep.Machine.LoadBefore)
+	say("starting the stack (%s server, pgsim calm, %d worker(s))... load average %s", o.Temporal, o.Workers, rep.Machine.LoadBefore)
 	st, err := stack.Start(ctx, stack.Options{
 		Bin: o.Bin, TemporalCLI: cli, Out: o.Out, AdminDBURL: devserver.AdminDatabaseURL(), Secret: "bench-secret",
-		Workers: 1, Direct: true, DatabaseName: fmt.Sprintf("payguard_bench_%d", time.Now().UnixNano()),
-		PgsimArgs: calmPgsim, TemporalArgs: temporalArgs, WorkerArgs: append([]string{"--pprof", "--shutdown-timeout", "3s"}, o.WorkerArgs...),
+		Workers: o.Workers, Direct: true, DatabaseName: fmt.Sprintf("payguard_bench_%d", time.Now().UnixNano()),
+		PgsimArgs: calmPgsim, TemporalArgs: temporalArgs, Temporal: o.Temporal, WorkerArgs: append([]string{"--pprof", "--shutdown-timeout", "3s"}, o.WorkerArgs...),
 	})
 	if err != nil {
 		return err
@@ -182,7 +193,14 @@ func run(ctx context.Context, o Options, stdout io.Writer) error {
 		return err
 	}
 	w := st.Workers[0]
-	cpu := cpuMeter{server: st.Temporal.CPUTime, worker: w.CPUTime, gateway: st.Pgsim.CPUTime}
+	workersCPU := func() time.Duration {
+		var d time.Duration
+		for _, w := range st.Workers {
+			d += w.CPUTime()
+		}
+		return d
+	}
+	cpu := cpuMeter{server: st.Temporal.CPUTime, worker: workersCPU, gateway: st.Pgsim.CPUTime}
 	var api *apiServer
 	if o.has("api") {
 		say("starting the order API (%s) on the stack...", filepath.Join(o.Bin, "api"))

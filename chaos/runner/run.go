@@ -23,6 +23,7 @@ import (
 	"github.com/payguard/payguard/config"
 	"github.com/payguard/payguard/internal/devserver"
 	"github.com/payguard/payguard/internal/exitcode"
+	"github.com/payguard/payguard/internal/temporalserver"
 	"github.com/payguard/payguard/loadgen"
 )
 
@@ -44,6 +45,8 @@ type Options struct {
 	// retried under the order's key, and I2 then checks one side effect per
 	// key (one key per order: still at most one transaction per order).
 	IdempotencyKeys bool
+	// Temporal is which Temporal the stack runs on (--temporal).
+	Temporal temporalserver.Kind
 }
 
 func parse(args []string, getenv func(string) string, usage io.Writer) (Options, error) {
@@ -87,6 +90,8 @@ func newFlagSet() (*flag.FlagSet, *Options) {
 	fs.StringVar(&o.Bin, "bin", "bin", "where the pgsim and worker binaries are (make build)")
 	fs.BoolVar(&o.KeepDB, "keep-db", false, "keep the run's database even when the run is clean")
 	fs.BoolVar(&o.IdempotencyKeys, "idempotency-keys", false, "run the workers with --idempotency-keys (pgsim honours keys)")
+	o.Temporal = temporalserver.KindDev
+	fs.Var(&o.Temporal, "temporal", temporalserver.KindFlagUsage)
 	return fs, &o
 }
 
@@ -109,7 +114,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	const secret = "chaos-secret"
-	say("seed %d: starting PostgreSQL database, Temporal dev server, pgsim and 2 workers behind fault proxies...", o.Seed)
+	say("seed %d: starting PostgreSQL database, %s, pgsim and 2 workers behind fault proxies...", o.Seed, temporalName(o.Temporal))
 	st, err := stack.Start(ctx, stack.Options{
 		Bin: o.Bin, TemporalCLI: temporalCLI, Out: o.Out, AdminDBURL: devserver.AdminDatabaseURL(), Secret: secret, Workers: 2,
 		DatabaseName: fmt.Sprintf("payguard_chaos_%d_%d", o.Seed, time.Now().Unix()),
@@ -117,6 +122,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		PgsimArgs: []string{"--seed", fmt.Sprint(o.Seed), "--latency-min", "10ms", "--latency-max", "80ms",
 			"--create-error-rate", "0.05", "--processing-min", "300ms", "--processing-max", "2s", "--success-rate", "0.75"},
 		WorkerArgs: workerArgs(o),
+		Temporal:   o.Temporal,
 	})
 	if err != nil {
 		return err
@@ -284,4 +290,12 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// temporalName names the run's Temporal in what it says.
+func temporalName(k temporalserver.Kind) string {
+	if k == temporalserver.KindServer {
+		return "Temporal server on PostgreSQL"
+	}
+	return "Temporal dev server"
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/payguard/payguard/config"
 	"github.com/payguard/payguard/internal/devserver"
 	"github.com/payguard/payguard/internal/process"
+	"github.com/payguard/payguard/internal/temporalserver"
 )
 
 // Stop graces: long enough for a clean stop, short enough for a chaos run.
@@ -24,18 +25,26 @@ const (
 	workerGrace   = 10 * time.Second
 )
 
-// Temporal is the dev server on a SQLite file, so a restart keeps every
-// workflow.
+// Temporal is the stack's Temporal: the dev server on a SQLite file, or
+// the real server on a pair of PostgreSQL databases of its own
+// (Options.Temporal); either way a restart keeps every workflow.
 type Temporal struct {
 	Addr string
+	Kind temporalserver.Kind
 	// CodecKeys is the run's payload codec key ring, fresh each run: the
 	// workers and the run's own client share it.
 	CodecKeys string
-	proc      *process.Process
-	mu        sync.Mutex // one restart at a time
+	proc      *process.Process         // the dev server
+	real      *temporalserver.Server   // or the real server
+	dbs       temporalserver.Databases // the real server's
+	mu        sync.Mutex               // one restart at a time
 }
 
-func startTemporal(ctx context.Context, cli, out string, extra []string) (*Temporal, error) {
+func startTemporal(ctx context.Context, o Options) (*Temporal, error) {
+	t := &Temporal{Kind: o.Temporal, CodecKeys: codec.NewKey("chaos")}
+	if t.Kind == temporalserver.KindServer {
+		return t, t.startReal(ctx, o)
+	}
 	addr, err := process.FreeAddr()
 	if err != nil {
 		return nil, err
@@ -44,17 +53,58 @@ func startTemporal(ctx context.Context, cli, out string, extra []string) (*Tempo
 	if err != nil {
 		return nil, err
 	}
-	dbFile := filepath.Join(out, "temporal.db")
+	dbFile := filepath.Join(o.Out, "temporal.db")
 	for _, suffix := range []string{"", "-wal", "-shm"} {
 		_ = os.Remove(dbFile + suffix)
 	}
-	args := append(devserver.Args("127.0.0.1", port, "", "", dbFile), extra...)
-	t := &Temporal{Addr: addr, CodecKeys: codec.NewKey("chaos"), proc: &process.Process{Name: "temporal", Path: cli, Args: args, LogDir: out}}
+	args := append(devserver.Args("127.0.0.1", port, "", "", dbFile), o.TemporalArgs...)
+	t.Addr, t.proc = addr, &process.Process{Name: "temporal", Path: o.TemporalCLI, Args: args, LogDir: o.Out}
 	return t, t.start(ctx)
 }
 
-// CPUTime is the dev server's CPU time so far (the bench's quiet check).
-func (t *Temporal) CPUTime() time.Duration { return t.proc.CPUTime() }
+// startReal sets up the run's databases (named after its own) and starts
+// the real server on free ports, with the dev server's extra
+// --dynamic-config-value arguments as dynamic config.
+func (t *Temporal) startReal(ctx context.Context, o Options) error {
+	bin, err := temporalserver.ServerBinary()
+	if err != nil {
+		return err
+	}
+	tool, err := temporalserver.SQLTool()
+	if err != nil {
+		return err
+	}
+	extra, err := temporalserver.DynamicConfigArgs(o.TemporalArgs)
+	if err != nil {
+		return err
+	}
+	t.dbs = temporalserver.NewDatabases(o.AdminDBURL, o.DatabaseName)
+	if err := t.dbs.Setup(ctx, tool); err != nil {
+		return err
+	}
+	settings, err := temporalserver.DefaultSettings()
+	if err != nil {
+		return err
+	}
+	if settings, err = t.dbs.Settings(settings); err != nil {
+		return err
+	}
+	if settings.PortBase, err = temporalserver.FreePortBase(); err != nil {
+		return err
+	}
+	t.Addr = settings.FrontendAddr()
+	t.real, err = temporalserver.Start(ctx, temporalserver.Options{Binary: bin, Settings: settings, Out: o.Out, DynamicConfig: extra,
+		Dial: func(ctx context.Context, _ string) (client.Client, error) { return t.dialOnce(ctx) }})
+	return err
+}
+
+// CPUTime is the server's CPU time so far (the bench's quiet check).
+func (t *Temporal) CPUTime() time.Duration {
+	if t.real != nil {
+		return t.real.CPUTime()
+	}
+	return t.proc.CPUTime()
+}
 
 func (t *Temporal) start(ctx context.Context) error {
 	if err := t.proc.Start(); err != nil {
@@ -87,15 +137,34 @@ func (t *Temporal) dialOnce(ctx context.Context) (client.Client, error) {
 // view, which must not be disturbed by the faults it injects.
 func (t *Temporal) Dial(ctx context.Context) (client.Client, error) { return t.dialOnce(ctx) }
 
-// Restart stops the dev server (SIGTERM, then SIGKILL) and starts it again
-// on the same file and port.
+// Restart stops the server (SIGTERM, then SIGKILL) and starts it again on
+// the same databases and port.
 func (t *Temporal) Restart(ctx context.Context) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.real != nil {
+		return t.real.Restart(ctx)
+	}
 	if err := t.proc.Stop(temporalGrace); err != nil {
 		return err
 	}
 	return t.start(ctx)
+}
+
+// stop stops the server; dropDB drops the real server's databases too (the
+// dev server's file stays in Out).
+func (t *Temporal) stop(dropDB bool) {
+	if t.proc != nil {
+		_ = t.proc.Stop(temporalGrace)
+	}
+	if t.real != nil {
+		_ = t.real.Stop()
+	}
+	if dropDB && t.dbs.Main != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = t.dbs.Drop(ctx)
+	}
 }
 
 // Pgsim is the gateway simulator process.

@@ -1,5 +1,6 @@
 // Package stack starts payguard's real stack for a chaos run — a fresh
-// PostgreSQL database, the Temporal dev server on a file database, pgsim
+// PostgreSQL database, the Temporal dev server on a file database (or the
+// real server on PostgreSQL databases of its own), pgsim
 // and two worker processes — with every link between them going through an
 // embedded fault proxy, and hands out the handles the fault schedule needs.
 package stack
@@ -19,6 +20,7 @@ import (
 	"github.com/payguard/payguard/codec"
 	"github.com/payguard/payguard/config"
 	"github.com/payguard/payguard/internal/process"
+	"github.com/payguard/payguard/internal/temporalserver"
 	"github.com/payguard/payguard/store"
 )
 
@@ -37,8 +39,11 @@ type Options struct {
 	// proxies (the links then take no faults): the benchmark's stack.
 	Direct bool
 	// TemporalArgs are appended to the dev server's command line
-	// (devserver.Args), e.g. devserver.EagerArgs.
+	// (devserver.Args), e.g. devserver.EagerArgs; the real server takes
+	// their --dynamic-config-value pairs as dynamic config.
 	TemporalArgs []string
+	// Temporal is which server the stack runs on (the dev server when "").
+	Temporal temporalserver.Kind
 }
 
 // Stack is the running stack.
@@ -79,7 +84,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	u.Host = pgProxy
 	workerDBURL := u.String()
 
-	s.Temporal, err = startTemporal(ctx, o.TemporalCLI, o.Out, o.TemporalArgs)
+	s.Temporal, err = startTemporal(ctx, o)
 	if err != nil {
 		return nil, err
 	}
@@ -186,7 +191,7 @@ func (s *Stack) Stop(dropDB bool) {
 		_ = s.Pgsim.proc.Stop(pgsimGrace)
 	}
 	if s.Temporal != nil {
-		_ = s.Temporal.proc.Stop(temporalGrace)
+		s.Temporal.stop(dropDB)
 	}
 	s.Links.close()
 	if dropDB && s.dbName != "" {

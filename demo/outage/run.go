@@ -21,9 +21,9 @@ import (
 	"github.com/payguard/payguard/api/httpapi"
 	"github.com/payguard/payguard/codec"
 	"github.com/payguard/payguard/config"
-	"github.com/payguard/payguard/internal/devserver"
 	"github.com/payguard/payguard/internal/exitcode"
 	"github.com/payguard/payguard/internal/process"
+	"github.com/payguard/payguard/internal/temporalserver"
 	"github.com/payguard/payguard/loadgen"
 	"github.com/payguard/payguard/store"
 	"github.com/payguard/payguard/workflows"
@@ -64,6 +64,8 @@ type Options struct {
 	// IdempotencyKeys runs the workers with --idempotency-keys (seed
 	// 002's way: a re-send under the order's key can never charge twice).
 	IdempotencyKeys bool
+	// Temporal is which Temporal the stack runs on (--temporal).
+	Temporal temporalserver.Kind
 }
 
 // Run is the demo's main: start the stack, run the outage, report, then keep
@@ -105,6 +107,8 @@ func newFlagSet(getenv func(string) string) (*flag.FlagSet, *Options) {
 	fs.IntVar(&o.Workers, "workers", 1, "worker processes, sharing the lookup and create breakers through PostgreSQL (1-9)")
 	fs.StringVar(&o.Via, "via", ViaTemporal, "how orders are placed: temporal (the workflow started directly, as `starter load` does) or api (POST /api/v1/orders through the HTTP API on "+apiAddr+")")
 	fs.BoolVar(&o.IdempotencyKeys, "idempotency-keys", false, "run the workers with --idempotency-keys: every create carries the order's Idempotency-Key, which pgsim honours")
+	o.Temporal = temporalserver.KindDev
+	fs.Var(&o.Temporal, "temporal", temporalserver.KindFlagUsage)
 	fs.BoolVar(&o.Exit, "exit", getenv("DEMO_EXIT") == "1", "exit when done instead of keeping the stack up (env DEMO_EXIT=1)")
 	return fs, &o
 }
@@ -125,7 +129,8 @@ func run(ctx context.Context, o Options, getenv func(string) string, stdout io.W
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return err
 	}
-	addrs := append([]string{temporalAddr, uiAddr, gatewayAddr, adminAddr}, workerAddrs...)
+	addrs := append(temporalAddrs(o.Temporal), gatewayAddr, adminAddr)
+	addrs = append(addrs, workerAddrs...)
 	if o.Via == ViaAPI {
 		addrs = append(addrs, apiAddr)
 	}
@@ -147,14 +152,7 @@ func run(ctx context.Context, o Options, getenv func(string) string, stdout io.W
 	procs := &processes{out: o.Out}
 	defer procs.stopAll(say)
 
-	say("Starting the Temporal dev server (UI http://%s)...", uiAddr)
-	dbFile := filepath.Join(o.Out, "temporal.db")
-	for _, suffix := range []string{"", "-wal", "-shm"} {
-		_ = os.Remove(dbFile + suffix)
-	}
-	ip, port, _ := net.SplitHostPort(temporalAddr)
-	_, uiPort, _ := net.SplitHostPort(uiAddr)
-	if _, err := procs.start("temporal", filepath.Join(o.Bin, "temporal"), devserver.Args(ip, port, uiPort, config.DefaultCodecEndpoint, dbFile)...); err != nil {
+	if err := startTemporal(ctx, o, procs, temporalCfg, say); err != nil {
 		return err
 	}
 	cl, err := dialTemporal(ctx, temporalCfg, 90*time.Second)
@@ -215,7 +213,7 @@ func run(ctx context.Context, o Options, getenv func(string) string, stdout io.W
 		return err
 	}
 
-	say("Stack is up. Temporal UI: http://%s  (filter: OrderStatus=\"CANCELLED\")", uiAddr)
+	say("Stack is up. %s", uiNote(o.Temporal, `(filter: OrderStatus="CANCELLED")`))
 	say("Outage scenario: %.0f orders/s for %s; gateway down at T+%s, back at T+%s.", o.Rate, o.Duration, o.DownAt, o.UpAt)
 	scenario := Scenario{
 		Load: loadgen.Config{Rate: o.Rate, Duration: o.Duration, Products: products, TaskQueue: config.DefaultTaskQueue,
@@ -253,7 +251,7 @@ func run(ctx context.Context, o Options, getenv func(string) string, stdout io.W
 	if o.Exit || ctx.Err() != nil {
 		return nil
 	}
-	say("Temporal UI: http://%s — the stack stays up; press Ctrl-C to stop everything.", uiAddr)
+	say("%s — the stack stays up; press Ctrl-C to stop everything.", uiNote(o.Temporal, ""))
 	<-ctx.Done()
 	return nil
 }
@@ -313,17 +311,19 @@ func dialTemporal(ctx context.Context, cfg config.Common, within time.Duration) 
 			return cl, nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return nil, fmt.Errorf("temporal dev server did not come up: %w", err)
+			return nil, fmt.Errorf("temporal did not come up: %w", err)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
 }
 
-// processes are the demo's children, stopped in reverse order.
+// processes are the demo's children, stopped in reverse order, and what
+// runs once they are (the real server's stop, first of all).
 type processes struct {
-	out  string
-	mu   sync.Mutex
-	list []*process.Process
+	out   string
+	mu    sync.Mutex
+	list  []*process.Process
+	after []func()
 }
 
 func (p *processes) start(name, path string, args ...string) (*process.Process, error) {
@@ -350,8 +350,11 @@ func (p *processes) stopAll(say func(string, ...any)) {
 	for i := len(p.list) - 1; i >= 0; i-- {
 		_ = p.list[i].Stop(demoGrace)
 	}
-	if len(p.list) > 0 {
+	for i := len(p.after) - 1; i >= 0; i-- {
+		p.after[i]()
+	}
+	if len(p.list)+len(p.after) > 0 {
 		say("Stopped everything the demo started.")
 	}
-	p.list = nil
+	p.list, p.after = nil, nil
 }

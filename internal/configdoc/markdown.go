@@ -152,11 +152,15 @@ func outside(b *bytes.Buffer) {
   flags: the environment the SDK reads (`+"`TEMPORAL_API_KEY`, `TEMPORAL_TLS*`, `TEMPORAL_GRPC_META_*`"+`)
   and, below it, the profile `+"`TEMPORAL_PROFILE`"+` of the file `+"`TEMPORAL_CONFIG_FILE`"+` (see
   [docs/design.md](design.md)).
-- `+"`%s`"+` (worker, starter, pgsim): where traces are exported to; unset, none are.
+- `+"`%s`"+` (worker, starter, pgsim, API): where traces are exported to; unset (and no `+"`%s`"+`),
+  none are. The other standard variables apply (contrib's autoexport and the SDK's resource
+  detection): `+"`OTEL_EXPORTER_OTLP_PROTOCOL`"+` (`+"`http/protobuf`"+` by default, `+"`grpc`"+`),
+  `+"`OTEL_TRACES_EXPORTER`"+` (`+"`otlp`, `console`, `none`"+`), and `+"`OTEL_SERVICE_NAME`"+` or
+  `+"`OTEL_RESOURCE_ATTRIBUTES`"+`, whose service.name wins over the program's own.
 - The demo reads `+"`DATABASE_URL`, `%s` and `%s`"+` as the worker does.
 - chaos and bench find the temporal CLI at `+"`PAYGUARD_TEMPORAL_CLI`"+` (else `+"`bin/temporal`"+`) and make
   their databases on `+"`PAYGUARD_TEST_DATABASE_URL`"+` (else the local PostgreSQL).
-`, telemetry.EndpointEnv, codec.KeysEnv, codec.KeyFileEnv)
+`, telemetry.EndpointEnv, telemetry.TracesExporterEnv, codec.KeysEnv, codec.KeyFileEnv)
 }
 
 // without is a's items not in drop, and whether a held every one of drop.

@@ -1,26 +1,31 @@
 // Package prometheus_test checks the Prometheus configuration shipped in
 // ops/prometheus: promtool's own checks and rule tests, and that every
-// metric a rule or a rule test names is one a real worker exports.
+// metric a rule, a rule test or a panel of the Grafana dashboard
+// (ops/grafana/payguard.json) names is one a real worker exports.
 package prometheus_test
 
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"net/http"
 	"os"
 	"os/exec"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/client"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/payguard/payguard/config"
 	"github.com/payguard/payguard/internal/testenv"
 	"github.com/payguard/payguard/pgsim/simulator"
 	"github.com/payguard/payguard/starter/cli"
+	wm "github.com/payguard/payguard/worker/metrics"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -46,7 +51,47 @@ func promtool(t *testing.T, args ...string) {
 
 func TestPromtoolChecksConfigAndRules(t *testing.T) {
 	promtool(t, "check", "config", "prometheus.yml")
+	promtool(t, "check", "config", composeConfig)
 	promtool(t, "test", "rules", "alerts_test.yml")
+}
+
+// composeConfig is the configuration docker-compose.yml's Prometheus reads.
+const composeConfig = "prometheus.compose.yml"
+
+// The compose configuration is prometheus.yml with the compose worker's
+// address for the default one, and nothing else changed; that address is
+// the worker service's and port its --http-addr's.
+func TestComposeConfigIsTheRepositorysWithTheComposeWorker(t *testing.T) {
+	var local, compose map[string]any
+	readYAML(t, "prometheus.yml", &local)
+	readYAML(t, composeConfig, &compose)
+	targets := func(cfg map[string]any) []any {
+		return cfg["scrape_configs"].([]any)[0].(map[string]any)["static_configs"].([]any)[0].(map[string]any)["targets"].([]any)
+	}
+	var dc struct {
+		Services map[string]struct {
+			Command []string `yaml:"command"`
+			Volumes []string `yaml:"volumes"`
+		} `yaml:"services"`
+	}
+	readYAML(t, "../../docker-compose.yml", &dc)
+	worker := dc.Services["worker"].Command
+	i := slices.Index(worker, "--http-addr")
+	if i < 0 || i+1 >= len(worker) {
+		t.Fatalf("the compose worker's command %v names no --http-addr", worker)
+	}
+	_, port, _ := strings.Cut(worker[i+1], ":")
+	if got := targets(compose); !slices.Equal(got, []any{"worker:" + port}) {
+		t.Errorf("%s scrapes %v, want the compose worker worker:%s", composeConfig, got, port)
+	}
+	targets(compose)[0] = config.DefaultWorkerAddr
+	if !reflect.DeepEqual(local, compose) {
+		t.Errorf("%s differs from prometheus.yml in more than the target:\n%v\n%v", composeConfig, compose, local)
+	}
+	prom := dc.Services["prometheus"]
+	if !slices.Contains(prom.Volumes, "./ops/prometheus:/etc/prometheus:ro") || !slices.Contains(prom.Command, "--config.file=/etc/prometheus/"+composeConfig) {
+		t.Errorf("compose's Prometheus does not read %s beside the rules: %v %v", composeConfig, prom.Volumes, prom.Command)
+	}
 }
 
 // The scrape target is the worker's default address, owned by config.
@@ -65,13 +110,16 @@ func TestScrapeTargetIsTheWorkersDefaultAddress(t *testing.T) {
 	}
 }
 
-// Every metric (and label) a rule or a rule test names is exported by a
-// real worker, scraped after it has confirmed an order through a callback
-// and refused a forged one, so every series a rule reads exists.
-func TestRulesNameOnlyExportedMetrics(t *testing.T) {
+// Every metric (and label) a rule, a rule test or a dashboard panel names
+// is exported by a real worker, scraped after it has confirmed an order
+// through a callback, refused a forged one and failed a workflow task, so
+// every series they read exists.
+func TestRulesAndDashboardNameOnlyExportedMetrics(t *testing.T) {
 	testenv.NeedsServices(t, "PostgreSQL and the Temporal dev server")
 	f := testenv.QuietFaults()
-	f.Processing = simulator.Processing{Min: simulator.Duration(100 * time.Millisecond), Max: simulator.Duration(100 * time.Millisecond), SuccessRate: 1}
+	// Decided after the first lookup (FastConfig polls at 500 ms), so the
+	// order also runs a lookup, an activity rather than a local one.
+	f.Processing = simulator.Processing{Min: simulator.Duration(1500 * time.Millisecond), Max: simulator.Duration(1500 * time.Millisecond), SuccessRate: 1}
 	s := testenv.NewStack(t, f, nil)
 	if _, err := s.Store.SetStock(context.Background(), "P1", 5); err != nil {
 		t.Fatal(err)
@@ -88,9 +136,26 @@ func TestRulesNameOnlyExportedMetrics(t *testing.T) {
 	if err != nil || code != 401 {
 		t.Fatalf("forged callback: %d %v, want 401", code, err)
 	}
+	// A workflow task that fails: a run of a type the worker does not
+	// register, on its task queue. The SDK counts it only once it happens.
+	tc := testenv.Temporal(t)
+	wf, err := tc.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: testenv.ID("no-such-workflow"), TaskQueue: s.TaskQueue},
+		"NoSuchWorkflow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tc.TerminateWorkflow(context.Background(), wf.GetID(), wf.GetRunID(), "test over") })
+	// The pinned-run counts are read from Temporal in the background.
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		names := scrapeNames(t, s.MetricsURL())
+		_, failures := names[workflowTaskFailures]
+		_, pinned := names[wm.PinnedRunsOpen]
+		return failures && pinned
+	}, workflowTaskFailures+" and "+wm.PinnedRunsOpen+" on /metrics")
 	exported := scrapeNames(t, s.MetricsURL())
 
-	for _, sel := range ruleSelectors(t) {
+	sels := append(ruleSelectors(t), dashboardSelectors(t)...)
+	for _, sel := range sels {
 		labels, ok := exported[sel.name]
 		switch {
 		case slices.Contains(prometheusOwn, sel.name):
@@ -103,6 +168,67 @@ func TestRulesNameOnlyExportedMetrics(t *testing.T) {
 			if !labels[l] && !slices.Contains(scrapeLabels, l) {
 				t.Errorf("%s: %s has no label %q (it has %v)", sel.where, sel.name, l, labels)
 			}
+		}
+	}
+}
+
+// workflowTaskFailures is the SDK's counter of failed workflow tasks as
+// the worker exports it.
+const workflowTaskFailures = "temporal_workflow_task_execution_failed_total"
+
+// dashboardSelectors reads every metric selector in the dashboard's
+// panel queries.
+func dashboardSelectors(t *testing.T) []selector {
+	b, err := os.ReadFile(dashboardPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(b, &dash); err != nil {
+		t.Fatalf("%s: %v", dashboardPath, err)
+	}
+	var out []selector
+	for _, p := range dash.Panels {
+		if len(p.Targets) == 0 {
+			t.Errorf("panel %q has no query", p.Title)
+		}
+		for _, tg := range p.Targets {
+			for _, sel := range selectorsIn(tg.Expr) {
+				sel.where = "dashboard panel " + p.Title
+				out = append(out, sel)
+			}
+		}
+	}
+	if len(out) < 10 {
+		t.Fatalf("found only %d selectors in the dashboard: the reader is broken", len(out))
+	}
+	return out
+}
+
+// dashboardPath is the Grafana dashboard docker-compose.yml provisions.
+const dashboardPath = "../grafana/payguard.json"
+
+// The dashboard shows what issue 32 asks of it, each panel by a metric of
+// its own.
+func TestDashboardShowsWhatAnOnCallNeeds(t *testing.T) {
+	names := map[string]bool{}
+	for _, sel := range dashboardSelectors(t) {
+		names[sel.name] = true
+	}
+	for _, want := range []string{
+		wm.Orders, wm.LostOrders, wm.BreakerCurrentState, wm.GatewayCalls, wm.LookupDuration + "_bucket", wm.ReconcileFindings,
+		"temporal_workflow_task_execution_latency_seconds_bucket", "temporal_activity_execution_latency_seconds_bucket",
+		workflowTaskFailures, wm.BuildInfo,
+	} {
+		if !names[want] {
+			t.Errorf("the dashboard shows no %s", want)
 		}
 	}
 }

@@ -8,7 +8,16 @@ const (
 	// BreakerState is a gauge per breaker: 0 closed, 1 half-open, 2 open,
 	// as this worker sees it (with --breaker-scope fleet, the fleet's state
 	// as last read from PostgreSQL).
+	//
+	// Deprecated: read BreakerCurrentState, whose state label a dashboard
+	// and an alert can name. Kept, as every name here is a contract
+	// (docs/design.md §5).
 	BreakerState = "payguard_breaker_state"
+	// BreakerCurrentState is a gauge per breaker and state (closed,
+	// half-open, open, as gobreaker spells them): 1 for the state the
+	// breaker is in, 0 for the other two; as this worker sees it, like
+	// BreakerState.
+	BreakerCurrentState = "payguard_breaker_current_state"
 	// BreakerTransitions counts state changes, labelled breaker, from, to
 	// (the states as gobreaker spells them).
 	BreakerTransitions = "payguard_breaker_transitions_total"
@@ -45,6 +54,27 @@ const (
 	// OrdersPastDeadline is a gauge, read from PostgreSQL at each scrape:
 	// orders not final whose deadline has passed.
 	OrdersPastDeadline = "payguard_orders_past_deadline"
+	// Orders counts orders at their final status, labelled status
+	// (CONFIRMED, FAILED, CANCELLED, REJECTED): once per order, by the
+	// worker whose step recorded the end (store.Observer).
+	Orders = "payguard_orders_total"
+	// LostOrders counts lost orders, labelled kind (store.LostKinds: a sale
+	// the customer wanted and did not get), once per order, by the one
+	// definition the demo's and chaos's reports use (store.Outcomes).
+	LostOrders = "payguard_lost_orders_total"
+	// BuildInfo is 1, labelled version, revision (the commit, +dirty for a
+	// build with uncommitted changes) and go: which build answers
+	// (internal/buildinfo).
+	BuildInfo = "payguard_build_info"
+	// WorkerBuild is 1, labelled deployment and build_id: the Worker
+	// Deployment version this worker polls as (docs/rollout.md).
+	WorkerBuild = "payguard_worker_build"
+	// PinnedRunsOpen is a gauge per build of the worker's deployment,
+	// labelled deployment and build_id: the open runs pinned to it, which
+	// wait for a worker of that build. Every worker exports the fleet's
+	// counts; a count above 0 for a build no worker exports WorkerBuild
+	// for is a build stopped too soon.
+	PinnedRunsOpen = "payguard_pinned_runs_open"
 )
 
 // The reconciliation sweep's metrics (docs/design.md §10).

@@ -113,7 +113,7 @@ func newBreakerMetrics(m *Metrics) *breakerMetrics {
 	}
 	m.Registry.MustRegister(b.took, b.errs, b.fallback)
 	for _, name := range []string{activities.LookupBreakerName, activities.CreateBreakerName} {
-		m.breakerState.WithLabelValues(name).Set(0)
+		m.setBreakerState(name, gobreaker.StateClosed)
 		b.fallback.WithLabelValues(name).Set(0)
 	}
 	return b

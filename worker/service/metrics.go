@@ -13,6 +13,9 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/payguard/payguard/activities"
+	"github.com/payguard/payguard/internal/buildinfo"
+	"github.com/payguard/payguard/status"
+	"github.com/payguard/payguard/store"
 	"github.com/payguard/payguard/telemetry"
 	"github.com/payguard/payguard/worker/metrics"
 )
@@ -21,6 +24,9 @@ import (
 type Metrics struct {
 	Registry       *prometheus.Registry
 	breakerState   *prometheus.GaugeVec
+	breakerCurrent *prometheus.GaugeVec
+	orders         *prometheus.CounterVec
+	lost           *prometheus.CounterVec
 	breakerChanges *prometheus.CounterVec
 	gatewayCalls   *prometheus.CounterVec
 	lookupLatency  *prometheus.HistogramVec
@@ -37,9 +43,22 @@ func NewMetrics() *Metrics {
 	m := &Metrics{
 		Registry: reg,
 		breakerState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			//lint:ignore SA1019 the deprecated gauge is still exported: its name is a contract
 			Name: metrics.BreakerState,
 			Help: "Circuit breaker state: 0 closed, 1 half-open, 2 open.",
 		}, []string{"breaker"}),
+		breakerCurrent: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: metrics.BreakerCurrentState,
+			Help: "Circuit breaker state: 1 for the state the breaker is in (closed, half-open, open), 0 for the others.",
+		}, []string{"breaker", "state"}),
+		orders: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: metrics.Orders,
+			Help: "Orders at their final status (CONFIRMED, FAILED, CANCELLED, REJECTED), counted once, by the worker that recorded it.",
+		}, []string{"status"}),
+		lost: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: metrics.LostOrders,
+			Help: "Lost orders (cancelled without an operator's cancel, or charged then refunded), counted once, by kind.",
+		}, []string{"kind"}),
 		breakerChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: metrics.BreakerTransitions,
 			Help: "Circuit breaker state changes.",
@@ -73,9 +92,25 @@ func NewMetrics() *Metrics {
 			Help: "Unsigned callbacks (--callback-auth lookup) not passed on as lookup hints: a repeat within the interval, or past the order's bound.",
 		}),
 	}
-	reg.MustRegister(m.breakerState, m.breakerChanges, m.gatewayCalls, m.lookupLatency, m.refusals, m.callbacks, m.refunds, m.hintsDropped,
+	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: metrics.BuildInfo,
+		Help: "1, labelled with this worker's build: version, revision (the commit, +dirty with uncommitted changes), go.",
+	}, []string{"version", "revision", "go"})
+	reg.MustRegister(m.breakerState, m.breakerCurrent, m.orders, m.lost, build, m.breakerChanges, m.gatewayCalls, m.lookupLatency, m.refusals, m.callbacks, m.refunds, m.hintsDropped,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m.breakerState.WithLabelValues(activities.LookupBreakerName).Set(0)
+	bi := buildinfo.Read()
+	rev := bi.Revision
+	if bi.Modified {
+		rev += "+dirty"
+	}
+	build.WithLabelValues(bi.Version, rev, bi.Go).Set(1)
+	m.setBreakerState(activities.LookupBreakerName, gobreaker.StateClosed)
+	for _, st := range status.FinalOrders {
+		m.orders.WithLabelValues(string(st))
+	}
+	for _, kind := range store.LostKinds {
+		m.lost.WithLabelValues(kind)
+	}
 	// Series an alert takes increase() of exist from the start, at 0, so
 	// that their first event is an increase (ops/prometheus/alerts.yml).
 	m.callbacks.WithLabelValues(strconv.Itoa(http.StatusUnauthorized))
@@ -129,9 +164,31 @@ func (m *Metrics) BreakerRefused(endpoint, state string, took time.Duration) {
 
 // BreakerChanged records a breaker state change.
 func (m *Metrics) BreakerChanged(name string, from, to gobreaker.State) {
-	m.breakerState.WithLabelValues(name).Set(float64(stateValue(to)))
+	m.setBreakerState(name, to)
 	m.breakerChanges.WithLabelValues(name, from.String(), to.String()).Inc()
 }
+
+// breakerStates are the states BreakerCurrentState labels, each breaker
+// with all three.
+var breakerStates = []gobreaker.State{gobreaker.StateClosed, gobreaker.StateHalfOpen, gobreaker.StateOpen}
+
+// setBreakerState sets both of a breaker's state gauges.
+func (m *Metrics) setBreakerState(name string, to gobreaker.State) {
+	m.breakerState.WithLabelValues(name).Set(float64(stateValue(to)))
+	for _, st := range breakerStates {
+		v := 0.0
+		if st == to {
+			v = 1
+		}
+		m.breakerCurrent.WithLabelValues(name, st.String()).Set(v)
+	}
+}
+
+// OrderFinal implements store.Observer.
+func (m *Metrics) OrderFinal(_ string, st status.Order) { m.orders.WithLabelValues(string(st)).Inc() }
+
+// OrderLost implements store.Observer.
+func (m *Metrics) OrderLost(_, kind string) { m.lost.WithLabelValues(kind).Inc() }
 
 func stateValue(s gobreaker.State) int {
 	switch s {

@@ -60,9 +60,13 @@ type Worker struct {
 	http     *http.Server
 	listener net.Listener
 	served   chan error
-	stopOnce sync.Once
-	stopErr  error
-	Metrics  *Metrics
+	// stopBuilds ends the reader of the deployment's builds for /metrics;
+	// buildsDone is closed once it has.
+	stopBuilds context.CancelFunc
+	buildsDone chan struct{}
+	stopOnce   sync.Once
+	stopErr    error
+	Metrics    *Metrics
 	// Breaker is the lookup breaker and Creates the request breaker,
 	// shared by the fleet or this process's own (--breaker-scope).
 	Breaker *breaker.Breaker
@@ -77,6 +81,9 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	// Each line names the order's trace: the workflow's and the activities'
+	// through the SDK's logger, the HTTP handlers' through their context.
+	logger = slog.New(telemetry.LogHandler(logger.Handler()))
 	logger.Info("worker starting", cfg.LogAttrs()...)
 	if cfg.GatewaySecret == gateway.DevSecret {
 		logger.Warn("GATEWAY_SECRET is not set: using the public development secret, taken only because the callback endpoint is on loopback")
@@ -111,6 +118,7 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error
 		return nil, err
 	}
 	w.store = st
+	st.Observe(w.Metrics)
 	if err := st.Migrate(ctx); err != nil {
 		return nil, err
 	}
@@ -123,6 +131,8 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error
 	if err != nil {
 		return nil, err
 	}
+	builds := newBuildCollector(w.temporal, cfg, logger)
+	w.Metrics.Registry.MustRegister(builds)
 	w.Breaker, w.Creates = newBreakers(cfg, st, w.Metrics, logger)
 	acts := activities.New(st, w.gateway, w.Breaker, activities.Config{CallbackURL: cfg.CallbackURL, IdempotencyKeys: cfg.IdempotencyKeys, CallbackSecret: []byte(cfg.GatewaySecret),
 		Creates: w.Creates, CancelRequested: activities.CancelRequestedBy(w.temporal)}, w.Metrics)
@@ -163,6 +173,10 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error
 		return nil, err
 	}
 	go func() { w.served <- w.http.Serve(w.listener) }()
+	var buildsCtx context.Context
+	buildsCtx, w.stopBuilds = context.WithCancel(context.Background())
+	w.buildsDone = make(chan struct{})
+	go func() { defer close(w.buildsDone); builds.run(buildsCtx) }()
 	logger.Info("worker ready", "http_addr", w.listener.Addr().String(), "task_queue", cfg.TaskQueue)
 	ok = true
 	return w, nil
@@ -189,6 +203,10 @@ func (w *Worker) Stop() error {
 }
 
 func (w *Worker) closeAll() {
+	if w.stopBuilds != nil {
+		w.stopBuilds()
+		<-w.buildsDone
+	}
 	for _, b := range []*breaker.Breaker{w.Breaker, w.Creates} {
 		if b != nil {
 			b.Close()
