@@ -70,17 +70,18 @@ func TestComposeConfigIsTheRepositorysWithTheComposeWorker(t *testing.T) {
 	}
 	var dc struct {
 		Services map[string]struct {
-			Command []string `yaml:"command"`
-			Volumes []string `yaml:"volumes"`
+			Command     []string          `yaml:"command"`
+			Environment map[string]string `yaml:"environment"`
+			Volumes     []string          `yaml:"volumes"`
 		} `yaml:"services"`
 	}
 	readYAML(t, "../../docker-compose.yml", &dc)
-	worker := dc.Services["worker"].Command
-	i := slices.Index(worker, "--http-addr")
-	if i < 0 || i+1 >= len(worker) {
-		t.Fatalf("the compose worker's command %v names no --http-addr", worker)
+	// Compose gives the worker its settings as environment (PAYGUARD_<FLAG>).
+	addr := dc.Services["worker"].Environment[config.EnvName("http-addr")]
+	if addr == "" {
+		t.Fatalf("the compose worker's environment names no %s", config.EnvName("http-addr"))
 	}
-	_, port, _ := strings.Cut(worker[i+1], ":")
+	_, port, _ := strings.Cut(addr, ":")
 	if got := targets(compose); !slices.Equal(got, []any{"worker:" + port}) {
 		t.Errorf("%s scrapes %v, want the compose worker worker:%s", composeConfig, got, port)
 	}
