@@ -24,7 +24,9 @@ import (
 // attributes are registered at start (SearchAttributeArgs), before the
 // cache is first filled. (The cache was off for a while after make chaos
 // seemed to blame it for orders without OrderStatus; the cause was the
-// sweep recovering orders that had just ended, since fixed.)
+// sweep recovering orders that had just ended, since fixed.) The real
+// server's ops/temporal/dynamicconfig.yaml holds the same values
+// (temporalserver's test checks it).
 var TuningArgs = []string{
 	"--dynamic-config-value", "history.transferProcessorMaxPollRPS=200",
 	"--dynamic-config-value", "matching.numTaskqueueReadPartitions=1",

@@ -1,6 +1,7 @@
 package temporalserver_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -70,16 +71,20 @@ func keysOf(m map[string]string) []string {
 	return out
 }
 
-// The dynamic config is YAML the server's file client reads: a list of
-// values per key.
-func TestDynamicConfigIsValuesByKey(t *testing.T) {
+// The dynamic config is YAML the server's file client reads, a list of
+// values per key, and tunes the server as devserver.TuningArgs tune the
+// dev server: both Temporals are measured alike.
+func TestDynamicConfigHasTheDevServersTuning(t *testing.T) {
 	var dc map[string][]struct {
 		Value any `yaml:"value"`
 	}
 	require.NoError(t, yaml.Unmarshal([]byte(repoFile(t, filepath.Join(temporalserver.ConfigDir, temporalserver.DynamicConfigFile))), &dc))
-	assert.NotEmpty(t, dc)
-	for k, vs := range dc {
-		assert.NotEmpty(t, vs, k)
+	tuning, err := temporalserver.DynamicConfigArgs(devserver.TuningArgs)
+	require.NoError(t, err)
+	require.NotEmpty(t, tuning)
+	for k, v := range tuning {
+		require.Len(t, dc[k], 1, "%s set once in %s", k, temporalserver.DynamicConfigFile)
+		assert.Equal(t, v, fmt.Sprint(dc[k][0].Value), k)
 	}
 }
 
