@@ -1,0 +1,49 @@
+package e2e_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/payguard/payguard/gateway"
+	"github.com/payguard/payguard/internal/testenv"
+	"github.com/payguard/payguard/store"
+)
+
+// Review: a SUCCESS found by a lookup confirms the order whatever its
+// amount. The callback path compares the amount (onCallback); a poll does
+// not, and a lookup by order id cannot (its lines carry no amount), yet
+// mine() picks any SUCCESS first. Here a transaction of 1 for the order's
+// id already stands SUCCESS at the gateway (made by whoever can create at
+// the gateway: pgsim and the Loopers simulator ask for no credentials, a
+// browser-initiated gateway lets the customer do it); the order's own
+// create of 5000 is answered 500 (pgsim's 40 % by default), the workflow
+// searches by order id, and the order is CONFIRMED on the 1: goods for 1.
+func TestReviewASuccessOfAnotherAmountDoesNotConfirmTheOrder(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStack(t, quietSlow(), nil)
+	setStock(t, s, "P1", 5)
+	const id = "rvw-amount-1"
+	gw, err := gateway.New(gateway.Config{BaseURL: s.Sim.GatewayURL()})
+	require.NoError(t, err)
+	t.Cleanup(gw.Close)
+	cheap, err := gw.CreatePayment(context.Background(), gateway.CreateRequest{OrderID: id, Amount: 1, CardType: "KB",
+		CardNo: "9999-9999-9999-9999", CallbackURL: "http://127.0.0.1:1/nowhere"}, "user-1", "")
+	require.NoError(t, err)
+	testenv.Resolve(t, s.Sim, cheap.TransactionKey, "SUCCESS", "", false)
+
+	testenv.PatchFaults(t, s.Sim, map[string]any{"create": map[string]any{"failNext": 1, "errorStatus": 500}})
+	placeOrder(t, s, id, "P1", 1, "--deadline", "40s") // amount 5000
+	var o store.Order
+	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if o, err = s.Store.GetOrder(context.Background(), id); err == nil && o.Status.Final() {
+			break
+		}
+	}
+	t.Logf("order %s / %s on %q (the 1-won transaction is %s)", o.Status, o.PaymentStatus, o.TransactionKey, cheap.TransactionKey)
+	assert.NotEqual(t, cheap.TransactionKey, o.TransactionKey, "the order of 5000 is %s on a charge of 1", o.Status)
+	assert.Equal(t, int64(0), stockOf(t, s, "P1").Sold, "stock sold for 1")
+}
