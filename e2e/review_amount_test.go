@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"context"
+	"net/http"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/payguard/payguard/gateway"
 	"github.com/payguard/payguard/internal/testenv"
+	"github.com/payguard/payguard/status"
 	"github.com/payguard/payguard/store"
 )
 
@@ -46,4 +48,43 @@ func TestReviewASuccessOfAnotherAmountDoesNotConfirmTheOrder(t *testing.T) {
 	t.Logf("order %s / %s on %q (the 1-won transaction is %s)", o.Status, o.PaymentStatus, o.TransactionKey, cheap.TransactionKey)
 	assert.NotEqual(t, cheap.TransactionKey, o.TransactionKey, "the order of 5000 is %s on a charge of 1", o.Status)
 	assert.Equal(t, int64(0), stockOf(t, s, "P1").Sold, "stock sold for 1")
+}
+
+// Review, the same in lookup mode (--callback-auth lookup, for gateways that
+// sign nothing, like the Loopers simulator): no 500 is needed. The order's
+// create of 5000 is accepted and PENDING; anyone then makes a transaction of
+// 1 for the order's id at the gateway, lets it succeed, and posts an
+// unsigned callback naming it. The hint searches the order by id, mine()
+// takes the SUCCESS of 1, the order is CONFIRMED on it, and settle cancels
+// the order's real charge of 5000 as "another transaction".
+func TestReviewLookupModeAHintConfirmsTheOrderOnACheaperSuccess(t *testing.T) {
+	t.Parallel()
+	s := testenv.NewStack(t, quietSlow(), lookupMode)
+	setStock(t, s, "P1", 5)
+	const id = "rvw-amount-hint"
+	placeOrder(t, s, id, "P1", 1) // amount 5000
+	o := waitOrder(t, s, id, status.OrderPending, 30*time.Second)
+
+	gw, err := gateway.New(gateway.Config{BaseURL: s.Sim.GatewayURL()})
+	require.NoError(t, err)
+	t.Cleanup(gw.Close)
+	cheap, err := gw.CreatePayment(context.Background(), gateway.CreateRequest{OrderID: id, Amount: 1, CardType: "KB",
+		CardNo: "9999-9999-9999-9999", CallbackURL: "http://127.0.0.1:1/nowhere"}, "user-1", "")
+	require.NoError(t, err)
+	testenv.Resolve(t, s.Sim, cheap.TransactionKey, "SUCCESS", "", false)
+	code, answer := postUnsigned(t, s, gateway.TransactionInfo{TransactionKey: cheap.TransactionKey, OrderID: id, CardType: "KB",
+		CardNo: "9999-9999-9999-9999", Amount: 1, Status: gateway.StatusSuccess})
+	require.Equal(t, http.StatusOK, code, "%+v", answer)
+
+	var got store.Order
+	for end := time.Now().Add(15 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if got, err = s.Store.GetOrder(context.Background(), id); err == nil && got.Status.Final() {
+			break
+		}
+	}
+	st := s.Sim.Stats().Orders[id]
+	t.Logf("order %s / %s on %q (real %s, cheap %s); gateway successful %d cancelled %d", got.Status, got.PaymentStatus,
+		got.TransactionKey, o.TransactionKey, cheap.TransactionKey, st.Successful, st.Cancelled)
+	assert.NotEqual(t, cheap.TransactionKey, got.TransactionKey, "the order of 5000 is %s on a charge of 1", got.Status)
+	assert.Zero(t, st.Cancelled, "the order's real charge cancelled as another transaction")
 }
