@@ -186,10 +186,20 @@ func (a *Activities) LookupPayment(ctx context.Context, in LookupInput) (LookupR
 	case err == nil:
 		a.observe.GatewayCall(endpoint, OutcomeOK, took)
 		return res, nil
-	case gateway.IsNotFound(err):
-		// The gateway has no such transaction: a definite, empty answer.
+	case in.TransactionKey != "" && gateway.NoSuchTransaction(err):
+		// The gateway's own word that it has no transaction of this key: a
+		// definite, empty answer.
 		a.observe.GatewayCall(endpoint, OutcomeRejected, took)
 		return LookupResult{Transactions: []gateway.Transaction{}}, nil
+	case gateway.IsNotFound(err):
+		// Any other 404 proves nothing: the lookup by order id answers an
+		// unknown order with 200 and an empty list, so a 404 there (or one
+		// on a key without the gateway's NOT_FOUND) is a route that is not
+		// there — a proxy, a deploy, an injected fault. Taken for "no
+		// transaction", it would grant a re-send beside a live charge: it
+		// is a lookup that failed, and retried.
+		a.observe.GatewayCall(endpoint, OutcomeRejected, took)
+		return LookupResult{}, retryable(ErrLookupFailed, err)
 	case errors.Is(err, gateway.ErrInvalidRequest):
 		// Never sent: our bug, which no retry mends.
 		return LookupResult{}, nonRetryable(ErrInvalidOrder, err)

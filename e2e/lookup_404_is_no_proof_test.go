@@ -12,23 +12,23 @@ import (
 	"github.com/payguard/payguard/internal/testenv"
 )
 
-// Review: a lookup by order id answered 404 is taken as "the gateway knows
-// no transaction of the order" (activities.LookupPayment maps every 404 to
-// an empty list), and that grants a re-send. The gateway's by-order lookup
-// answers 200 with an empty list for an order it does not know
-// (gateway-api.md): a 404 there is a route that is not there (a proxy, a
-// deploy, pgsim's own injected instability, whose body says INTERNAL_ERROR),
-// never proof. Here the first create made a transaction and answered 500,
-// the lookups after the grace got an injected 404, and the create went
-// out again: a second transaction (a second charge) of one order.
-func TestReviewABy404LookupIsNotProofThatNothingWasCharged(t *testing.T) {
+// A lookup by order id answered 404 is no proof that nothing was charged:
+// the gateway's by-order lookup answers 200 with an empty list for an order
+// it does not know (gateway-api.md), so a 404 there is a route that is not
+// there (a proxy, a deploy, pgsim's injected instability, whose body says
+// INTERNAL_ERROR). Here the first create made a transaction and answered
+// 500, the lookups after the grace got an injected 404: no create may go
+// out again, and the lookup that gets through finds the transaction.
+// (Found by review: the 404 was taken as an empty list, granted a re-send,
+// and the order had two transactions.)
+func TestALookupByOrderAnswered404GrantsNoResend(t *testing.T) {
 	t.Parallel()
 	f := quietSlow()
 	f.Create.CreatedThen500Rate = 1                                  // the transaction made, then a complete 500
 	f.Lookup.FailNext, f.Lookup.ErrorStatus = 4, http.StatusNotFound // the first lookups answered 404 INTERNAL_ERROR
 	s := testenv.NewStack(t, f, nil)
 	setStock(t, s, "P1", 5)
-	const id = "rvw-404-proof"
+	const id = "lookup-404-proof"
 	placeOrder(t, s, id, "P1", 1, "--deadline", "60s")
 
 	// The first create's transaction is there from the start; wait until a
