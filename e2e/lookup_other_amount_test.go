@@ -15,20 +15,20 @@ import (
 	"github.com/payguard/payguard/store"
 )
 
-// Review: a SUCCESS found by a lookup confirms the order whatever its
-// amount. The callback path compares the amount (onCallback); a poll does
-// not, and a lookup by order id cannot (its lines carry no amount), yet
-// mine() picks any SUCCESS first. Here a transaction of 1 for the order's
+// A SUCCESS of another amount found by a lookup does not confirm the
+// order: the lookup reads each line by key for its amount and leaves out
+// what is not of the order's (found by review: mine() took any SUCCESS,
+// and a lookup by order id carries no amount). Here a transaction of 1 for the order's
 // id already stands SUCCESS at the gateway (made by whoever can create at
 // the gateway: pgsim and the Loopers simulator ask for no credentials, a
 // browser-initiated gateway lets the customer do it); the order's own
 // create of 5000 is answered 500 (pgsim's 40 % by default), the workflow
-// searches by order id, and the order is CONFIRMED on the 1: goods for 1.
-func TestReviewASuccessOfAnotherAmountDoesNotConfirmTheOrder(t *testing.T) {
+// searches by order id, and must not confirm the order on the 1.
+func TestASuccessOfAnotherAmountFoundByLookupDoesNotConfirmTheOrder(t *testing.T) {
 	t.Parallel()
 	s := testenv.NewStack(t, quietSlow(), nil)
 	setStock(t, s, "P1", 5)
-	const id = "rvw-amount-1"
+	const id = "other-amount-1"
 	gw, err := gateway.New(gateway.Config{BaseURL: s.Sim.GatewayURL()})
 	require.NoError(t, err)
 	t.Cleanup(gw.Close)
@@ -50,18 +50,18 @@ func TestReviewASuccessOfAnotherAmountDoesNotConfirmTheOrder(t *testing.T) {
 	assert.Equal(t, int64(0), stockOf(t, s, "P1").Sold, "stock sold for 1")
 }
 
-// Review, the same in lookup mode (--callback-auth lookup, for gateways that
+// The same in lookup mode (--callback-auth lookup, for gateways that
 // sign nothing, like the Loopers simulator): no 500 is needed. The order's
 // create of 5000 is accepted and PENDING; anyone then makes a transaction of
 // 1 for the order's id at the gateway, lets it succeed, and posts an
-// unsigned callback naming it. The hint searches the order by id, mine()
-// takes the SUCCESS of 1, the order is CONFIRMED on it, and settle cancels
-// the order's real charge of 5000 as "another transaction".
-func TestReviewLookupModeAHintConfirmsTheOrderOnACheaperSuccess(t *testing.T) {
+// unsigned callback naming it. The hint searches the order by id; the
+// SUCCESS of 1 must neither confirm the order nor get the order's real
+// charge of 5000 cancelled as "another transaction" (found by review).
+func TestALookupHintDoesNotConfirmTheOrderOnASuccessOfAnotherAmount(t *testing.T) {
 	t.Parallel()
 	s := testenv.NewStack(t, quietSlow(), lookupMode)
 	setStock(t, s, "P1", 5)
-	const id = "rvw-amount-hint"
+	const id = "other-amount-hint"
 	placeOrder(t, s, id, "P1", 1) // amount 5000
 	o := waitOrder(t, s, id, status.OrderPending, 30*time.Second)
 
