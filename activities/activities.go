@@ -311,16 +311,17 @@ func (a *Activities) CancelPayments(ctx context.Context, in CancelInput) (Cancel
 	}
 	out := CancelResult{Transactions: []gateway.Transaction{}, SearchedAt: searchedAt}
 	for _, key := range keys {
+		// Every key here is one the database or the search by order id
+		// knows: a 404 on it (a proxy, a route, a fault) is no word that
+		// the transaction is gone, and skipping it would end the order
+		// CANCELLED with its transaction live. It is retried.
 		before, err := a.gateway.Payment(ctx, key)
-		if err != nil && !gateway.IsNotFound(err) {
+		if err != nil {
 			return CancelResult{}, retryable(ErrLookupFailed, err)
 		}
 		start := time.Now()
 		tx, err := a.gateway.Cancel(ctx, key)
 		a.observe.GatewayCall("cancel", outcomeOf(err), time.Since(start))
-		if gateway.IsNotFound(err) {
-			continue
-		}
 		if err != nil {
 			return CancelResult{}, retryable("CancelFailed", err)
 		}

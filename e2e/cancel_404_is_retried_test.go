@@ -11,20 +11,18 @@ import (
 	"github.com/payguard/payguard/status"
 )
 
-// Review, the 404 rule on the cancel side: activities.CancelPayments skips
-// a transaction whose cancel is answered 404 ("no such transaction"), though
-// the search by order id has just listed it. A 404 that is not the gateway's
-// word about that key (pgsim's injected instability, a proxy) makes the
-// compensation end the order CANCELLED with its transaction still live at
-// the gateway: when it charges, the customer pays for a cancelled order
-// until a late callback or the sweep refunds it.
-func TestReviewACancelAnswered404LeavesTheTransactionLive(t *testing.T) {
+// A cancel answered 404 for a transaction the search by order id has just
+// listed is retried: a 404 that is not the gateway's word about that key
+// (pgsim's injected instability, a proxy) must not let the compensation
+// end the order CANCELLED with its transaction still live at the gateway.
+// (Found by review: CancelPayments skipped every key answered 404.)
+func TestACancelAnswered404IsRetriedUntilTheTransactionIsCancelled(t *testing.T) {
 	t.Parallel()
 	f := quietSlow()
 	f.Cancel.FailNext, f.Cancel.ErrorStatus = 1, http.StatusNotFound
 	s := testenv.NewStack(t, f, nil)
 	setStock(t, s, "P1", 5)
-	const id = "rvw-cancel-404"
+	const id = "cancel-404-retried"
 	placeOrder(t, s, id, "P1", 1, "--deadline", "6s")
 	waitOrder(t, s, id, status.OrderCancelled, 40*time.Second)
 	gw := s.Sim.Stats().Orders[id]
