@@ -170,8 +170,23 @@ func (a *Activities) LookupPayment(ctx context.Context, in LookupInput) (LookupR
 			return err
 		}
 		txs, err := a.gateway.PaymentsByOrder(ctx, in.OrderID)
+		if err != nil {
+			return err
+		}
+		// Its lines carry no amount: each is read by key, so that only
+		// the order's own amount can speak for it (ofTheOrder).
+		for i, tx := range txs.Transactions {
+			if tx.Amount != 0 {
+				continue
+			}
+			full, err := a.gateway.Payment(ctx, tx.TransactionKey)
+			if err != nil {
+				return err
+			}
+			txs.Transactions[i].Amount = full.Amount
+		}
 		res = LookupResult{Transactions: txs.Transactions}
-		return err
+		return nil
 	})
 	took := time.Since(start)
 	var open *breaker.OpenError
@@ -185,11 +200,21 @@ func (a *Activities) LookupPayment(ctx context.Context, in LookupInput) (LookupR
 				Details: []any{Unavailable{RetryAfter: delay}}})
 	case err == nil:
 		a.observe.GatewayCall(endpoint, OutcomeOK, took)
-		return res, nil
-	case gateway.IsNotFound(err):
-		// The gateway has no such transaction: a definite, empty answer.
+		return a.ofTheOrder(ctx, in.OrderID, res.Transactions)
+	case in.TransactionKey != "" && gateway.NoSuchTransaction(err):
+		// The gateway's own word that it has no transaction of this key: a
+		// definite, empty answer.
 		a.observe.GatewayCall(endpoint, OutcomeRejected, took)
 		return LookupResult{Transactions: []gateway.Transaction{}}, nil
+	case gateway.IsNotFound(err):
+		// Any other 404 proves nothing: the lookup by order id answers an
+		// unknown order with 200 and an empty list, so a 404 there (or one
+		// on a key without the gateway's NOT_FOUND) is a route that is not
+		// there — a proxy, a deploy, an injected fault. Taken for "no
+		// transaction", it would grant a re-send beside a live charge: it
+		// is a lookup that failed, and retried.
+		a.observe.GatewayCall(endpoint, OutcomeRejected, took)
+		return LookupResult{}, retryable(ErrLookupFailed, err)
 	case errors.Is(err, gateway.ErrInvalidRequest):
 		// Never sent: our bug, which no retry mends.
 		return LookupResult{}, nonRetryable(ErrInvalidOrder, err)
@@ -202,6 +227,61 @@ func (a *Activities) LookupPayment(ctx context.Context, in LookupInput) (LookupR
 		a.observe.GatewayCall(endpoint, OutcomeUnknown, took)
 	}
 	return LookupResult{}, retryable(ErrLookupFailed, err)
+}
+
+// ofTheOrder keeps the transactions that may speak for the order: those of
+// its amount. Anyone who can create at the gateway can make a transaction
+// under the order's id (pgsim and the Loopers simulator ask for no
+// credentials), and every create of the order asks for its amount: one of
+// another amount is not the order's, must never confirm or fail it, nor
+// stand in the way of a re-send. It is left out (LookupResult.Others),
+// logged, and recorded once as an ANOMALY on the order's event log.
+func (a *Activities) ofTheOrder(ctx context.Context, orderID string, txs []gateway.Transaction) (LookupResult, error) {
+	res := LookupResult{Transactions: []gateway.Transaction{}}
+	if len(txs) == 0 {
+		return res, nil
+	}
+	o, err := a.store.GetOrder(ctx, orderID)
+	if err != nil {
+		return LookupResult{}, storeError(err)
+	}
+	var events []store.Event
+	for _, tx := range txs {
+		if tx.Amount == o.Amount {
+			res.Transactions = append(res.Transactions, tx)
+			continue
+		}
+		res.Others = append(res.Others, tx)
+		activity.GetLogger(ctx).Warn("transaction of another amount under the order's id left out", "order_id", orderID,
+			"transaction_key", tx.TransactionKey, "amount", tx.Amount, "order_amount", o.Amount, "gateway_status", tx.Status)
+		if events == nil {
+			if events, err = a.store.Events(ctx, orderID); err != nil {
+				return LookupResult{}, err
+			}
+		}
+		if recorded(events, causeOtherAmount, tx) {
+			continue
+		}
+		err := a.store.RecordEvent(ctx, store.Event{OrderID: orderID, Kind: store.KindAnomaly, Cause: causeOtherAmount,
+			Detail: map[string]any{"transaction_key": tx.TransactionKey, "amount": tx.Amount, "order_amount": o.Amount,
+				"gateway_status": tx.Status}})
+		if err != nil {
+			return LookupResult{}, storeError(err)
+		}
+	}
+	return res, nil
+}
+
+// causeOtherAmount is the ANOMALY a lookup records for a transaction of
+// another amount under the order's id.
+const causeOtherAmount = "transaction of another amount under the order's id: not the order's, left out of the lookup"
+
+// recorded: events hold an anomaly of this cause for tx in its status.
+func recorded(events []store.Event, cause string, tx gateway.Transaction) bool {
+	return slices.ContainsFunc(events, func(e store.Event) bool {
+		return e.Kind == store.KindAnomaly && e.Cause == cause && e.Detail["transaction_key"] == tx.TransactionKey &&
+			e.Detail["gateway_status"] == tx.Status
+	})
 }
 
 // CancelPayments cancels the order's transactions at the gateway. It fails
@@ -231,16 +311,17 @@ func (a *Activities) CancelPayments(ctx context.Context, in CancelInput) (Cancel
 	}
 	out := CancelResult{Transactions: []gateway.Transaction{}, SearchedAt: searchedAt}
 	for _, key := range keys {
+		// Every key here is one the database or the search by order id
+		// knows: a 404 on it (a proxy, a route, a fault) is no word that
+		// the transaction is gone, and skipping it would end the order
+		// CANCELLED with its transaction live. It is retried.
 		before, err := a.gateway.Payment(ctx, key)
-		if err != nil && !gateway.IsNotFound(err) {
+		if err != nil {
 			return CancelResult{}, retryable(ErrLookupFailed, err)
 		}
 		start := time.Now()
 		tx, err := a.gateway.Cancel(ctx, key)
 		a.observe.GatewayCall("cancel", outcomeOf(err), time.Since(start))
-		if gateway.IsNotFound(err) {
-			continue
-		}
 		if err != nil {
 			return CancelResult{}, retryable("CancelFailed", err)
 		}

@@ -189,6 +189,10 @@ type LookupInput struct {
 // LookupResult lists the order's transactions at the gateway.
 type LookupResult struct {
 	Transactions []gateway.Transaction `json:"transactions"`
+	// Others are transactions under the order's id of another amount: not
+	// the order's (every create of it asks for its amount), so left out of
+	// Transactions, and never deciding the order. The sweep flags them.
+	Others []gateway.Transaction `json:"others,omitempty"`
 }
 
 // Unavailable is the detail of a LookupUnavailable error: when the breaker

@@ -32,6 +32,9 @@ const (
 	FindingReservationHeld = "reservation_held"
 	// FindingConfirmedUnpaid: a CONFIRMED order whose transaction is not SUCCESS at the gateway.
 	FindingConfirmedUnpaid = "confirmed_unpaid"
+	// FindingOtherAmount: a transaction under the order's id of another
+	// amount than the order's: not the order's, flagged, money untouched.
+	FindingOtherAmount = "other_amount"
 )
 
 // Actions, the action label of payguard_reconcile_findings_total.
@@ -50,6 +53,7 @@ var FindingActions = [][2]string{
 	{FindingLateSuccess, ActionRefund}, {FindingSecondSuccess, ActionRefund},
 	{FindingWorkflowGone, ActionRecover}, {FindingReservationHeld, ActionRelease},
 	{FindingReservationHeld, ActionCommit}, {FindingConfirmedUnpaid, ActionFlag},
+	{FindingOtherAmount, ActionFlag},
 }
 
 // Finding is one disagreement the sweep found, and what it does about it.
@@ -215,7 +219,7 @@ func (w *Sweeper) SweepBatch(ctx context.Context, in SweepBatchInput) (SweepBatc
 			res.Unlooked++
 			continue
 		}
-		for _, f := range Classify(c.Order, looked.Transactions) {
+		for _, f := range Classify(c.Order, append(looked.Transactions, looked.Others...)) {
 			if f.Finding == FindingConfirmedUnpaid && f.GatewayStatus == gateway.StatusCancelled {
 				// A customer's refund between the gateway's cancel and its
 				// record: the refund's workflow owns the order until then.
@@ -254,7 +258,11 @@ func (w *Sweeper) SweepBatch(ctx context.Context, in SweepBatchInput) (SweepBatc
 //     should be; any SUCCESS is refunded;
 //   - CONFIRMED whose own transaction is not SUCCESS: flag, touch no money
 //     (another SUCCESS then is not refunded either: which charge is the
-//     order's is exactly what is in doubt).
+//     order's is exactly what is in doubt);
+//   - a transaction of another amount than the order's (a known amount:
+//     lines of a lookup by order carry none): not the order's, flagged and
+//     left out of every rule above; when it is the order's own, nothing
+//     else is concluded.
 func Classify(o store.Order, txs []gateway.Transaction) []Finding {
 	var out []Finding
 	if o.Reservation == store.ReservationHeld {
@@ -266,9 +274,17 @@ func Classify(o store.Order, txs []gateway.Transaction) []Finding {
 	}
 	var own *gateway.Transaction
 	var successes []gateway.Transaction
+	otherOwn := false
 	for i, tx := range txs {
 		if tx.OrderID != o.OrderID {
 			continue // another order's: not ours to judge
+		}
+		if tx.Amount != 0 && tx.Amount != o.Amount {
+			out = append(out, charge(o, tx, FindingOtherAmount, ActionFlag))
+			if tx.TransactionKey == o.TransactionKey {
+				otherOwn = true
+			}
+			continue
 		}
 		if tx.TransactionKey == o.TransactionKey {
 			own = &txs[i]
@@ -276,6 +292,9 @@ func Classify(o store.Order, txs []gateway.Transaction) []Finding {
 		if tx.Status == gateway.StatusSuccess {
 			successes = append(successes, tx)
 		}
+	}
+	if otherOwn {
+		return out // the order's own charge is not of its amount: decide by hand
 	}
 	if o.Status != status.OrderConfirmed {
 		for _, tx := range successes {

@@ -17,6 +17,9 @@ func TestClassify(t *testing.T) {
 	tx := func(key, st string) gateway.Transaction {
 		return gateway.Transaction{OrderID: "o1", TransactionKey: key, Status: st, Amount: 5000}
 	}
+	cheap := func(key, st string) gateway.Transaction {
+		return gateway.Transaction{OrderID: "o1", TransactionKey: key, Status: st, Amount: 1}
+	}
 	order := func(st status.Order, reservation, key string) store.Order {
 		return store.Order{OrderID: "o1", Status: st, Reservation: reservation, TransactionKey: key, Amount: 5000}
 	}
@@ -55,6 +58,15 @@ func TestClassify(t *testing.T) {
 			[]gateway.Transaction{tx("k1", gateway.StatusCancelled)}, nil},
 		{"another order's SUCCESS is not ours", order(status.OrderCancelled, store.ReservationReleased, "k1"),
 			[]gateway.Transaction{{OrderID: "o2", TransactionKey: "x", Status: gateway.StatusSuccess}}, nil},
+		{"confirmed, a SUCCESS of another amount: flag it, refund nothing", order(status.OrderConfirmed, store.ReservationCommitted, "k1"),
+			[]gateway.Transaction{tx("k1", gateway.StatusSuccess), cheap("k2", gateway.StatusSuccess)},
+			[]want{{activities.FindingOtherAmount, activities.ActionFlag, "k2"}}},
+		{"cancelled, a SUCCESS of another amount: flag it, refund nothing", order(status.OrderCancelled, store.ReservationReleased, "k1"),
+			[]gateway.Transaction{tx("k1", gateway.StatusCancelled), cheap("k2", gateway.StatusSuccess)},
+			[]want{{activities.FindingOtherAmount, activities.ActionFlag, "k2"}}},
+		{"confirmed on a charge of another amount: flag it, conclude nothing else", order(status.OrderConfirmed, store.ReservationCommitted, "k2"),
+			[]gateway.Transaction{cheap("k2", gateway.StatusSuccess), tx("k3", gateway.StatusSuccess)},
+			[]want{{activities.FindingOtherAmount, activities.ActionFlag, "k2"}}},
 		{"cancelled, stock held: release", order(status.OrderCancelled, store.ReservationHeld, ""), nil,
 			[]want{{activities.FindingReservationHeld, activities.ActionRelease, ""}}},
 		{"confirmed and refunded at the customer's request: nothing", refunded(),

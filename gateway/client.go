@@ -336,8 +336,19 @@ func decodeErrorBody(raw []byte, e *Error) {
 	}
 }
 
-// IsNotFound reports whether err is the gateway's 404.
+// IsNotFound reports whether err is a 404, whoever answered it: a proxy, a
+// route not deployed and an injected fault answer 404 too. It is no proof
+// that a transaction does not exist; NoSuchTransaction is.
 func IsNotFound(err error) bool {
 	var e *Error
 	return errors.As(err, &e) && e.StatusCode == http.StatusNotFound
+}
+
+// NoSuchTransaction reports whether err is the gateway's own word that a
+// transaction key is unknown: a 404 whose envelope carries the errorCode
+// NOT_FOUND. Only a lookup or cancel by key can get it; a lookup by order
+// id answers an unknown order with 200 and an empty list.
+func NoSuchTransaction(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.StatusCode == http.StatusNotFound && e.Code == CodeNotFound
 }
