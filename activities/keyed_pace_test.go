@@ -12,14 +12,12 @@ import (
 	"github.com/payguard/payguard/internal/testenv"
 )
 
-// Review of 96b9dc8: the keyed retry's backoff is meant to count "the
-// creates the gateway was sent" (design §1, so that an outage does not
-// start it at the cap), but it counts every row of payment_attempts,
-// connect errors (UNREACHABLE: never reached the gateway) included. An
-// order that met three refused dials during an outage gets its first keyed
-// retry of a 500 4 s later, and the cap (10 s) after two more: the pace
-// that lost an order in the demo before 96b9dc8, by another road.
-func TestReviewKeyedRetriesAreNotPacedByConnectErrors(t *testing.T) {
+// A keyed retry's backoff counts the creates that may have reached the
+// gateway (design §1), not every row of payment_attempts: an order that met
+// three refused dials (UNREACHABLE) during an outage starts its keyed retries
+// of a 500 at the schedule's first step, not 4 s in (and at the 10 s cap after
+// two more), the pace that lost an order in the demo before 96b9dc8.
+func TestKeyedRetriesAreNotPacedByConnectErrors(t *testing.T) {
 	r := newRig(t, quiet(), activities.DefaultBreakerSettings(), true)
 	r.reserve(t, "order-1")
 	testenv.PatchFaults(t, r.sim, map[string]any{"down": true})
