@@ -205,9 +205,11 @@ func CancelRequestedBy(c client.Client) func(ctx context.Context, workflowID, ru
 
 // SendWindow is how long a create may take from the call that records it
 // SENDING to leaving for the gateway; a sender that took longer (it was
-// frozen) does not send it. Kept well below Tuning.UnknownGrace, the least
-// wait before a lookup may grant a re-send beside it (docs/design.md §1,
-// "A frozen sender"); the worker refuses a grace that is not.
+// frozen) does not send it. Tuning.UnknownGrace, the least wait before a
+// lookup may grant a re-send beside it, must exceed SendWindow plus the
+// connect timeout (the dial after the check) and the read timeout (how long
+// a timed-out create was on the wire): the worker refuses a grace that does
+// not (service.Config.Validate; docs/design.md §1, "A frozen sender").
 const SendWindow = 2 * time.Second
 
 // cancelHold is how long a create held for a pending cancel waits before

@@ -9,14 +9,12 @@ import (
 	"github.com/payguard/payguard/worker/service"
 )
 
-// Review: activities.SendWindow says "the worker refuses a grace that is
-// not [well above the send window]" and design §1 says --unknown-grace
-// "must exceed the longest a request can stay in flight" (a frozen sender's
-// create may leave up to SendWindow + --connect-timeout after its record; a
-// timed-out create may be in flight for --read-timeout). The worker accepts
-// any positive grace: with these, the lookup that grants a re-send can come
-// while the first create is still on its way, and the re-send charges twice.
-func TestReviewTheWorkerRefusesAnUnknownGraceShorterThanACreateInFlight(t *testing.T) {
+// --unknown-grace must exceed the longest a create can stay in flight (design
+// §1): a frozen sender's create may leave up to activities.SendWindow plus
+// --connect-timeout after its record, and a timed-out create was on the wire
+// a whole --read-timeout. A shorter grace lets the lookup that grants a
+// re-send come while the first create is on its way: a second charge.
+func TestTheWorkerRefusesAnUnknownGraceShorterThanACreateInFlight(t *testing.T) {
 	none := func(string) string { return "" }
 	for _, args := range [][]string{
 		{"--unknown-grace", "1s"},                          // below SendWindow (2 s) itself
