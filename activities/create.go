@@ -128,12 +128,12 @@ func (a *Activities) RequestPayment(ctx context.Context, in RequestInput) (Reque
 			"attempt_no", begun.Attempt.No, "detail", stalled)
 		attempt := begun.Attempt
 		attempt.Outcome, attempt.Detail = store.OutcomeUnreachable, stalled
-		return a.report(ctx, in, attempt, begun.Count, begun.Unresolved, false, false)
+		return a.report(ctx, in, attempt, begun.Count, begun.Reached, begun.Unresolved, false, false)
 	}
 	if !begun.Send {
 		activity.GetLogger(ctx).Warn("not sending: the order's latest create has an answer that stands",
 			"order_id", in.OrderID, "attempt_no", begun.Attempt.No, "outcome", begun.Attempt.Outcome)
-		return a.report(ctx, in, begun.Attempt, begun.Count, begun.Unresolved, false, false)
+		return a.report(ctx, in, begun.Attempt, begun.Count, begun.Reached, begun.Unresolved, false, false)
 	}
 
 	err = sendErr
@@ -158,7 +158,11 @@ func (a *Activities) RequestPayment(ctx context.Context, in RequestInput) (Reque
 	attempt.Outcome, attempt.TransactionKey, attempt.Reason, attempt.Detail = answer.Outcome, answer.TransactionKey, answer.Reason, answer.Detail
 	keyedRetry := key != "" && answer.Reason != reasonKeyReused &&
 		(answer.Outcome == store.OutcomeUnknown || (begun.Unresolved && answer.Outcome == store.OutcomeUnreachable))
-	return a.report(ctx, in, attempt, begun.Count, begun.Unresolved, keyedRetry, answeredInFull(sendErr) && !begun.Unresolved)
+	reached := begun.Reached
+	if answer.Outcome != store.OutcomeUnreachable {
+		reached++ // this create may have reached the gateway too
+	}
+	return a.report(ctx, in, attempt, begun.Count, reached, begun.Unresolved, keyedRetry, answeredInFull(sendErr) && !begun.Unresolved)
 }
 
 // cancelHeld holds a create the server retried (a regular activity's try)
@@ -201,9 +205,11 @@ func CancelRequestedBy(c client.Client) func(ctx context.Context, workflowID, ru
 
 // SendWindow is how long a create may take from the call that records it
 // SENDING to leaving for the gateway; a sender that took longer (it was
-// frozen) does not send it. Kept well below Tuning.UnknownGrace, the least
-// wait before a lookup may grant a re-send beside it (docs/design.md §1,
-// "A frozen sender"); the worker refuses a grace that is not.
+// frozen) does not send it. Tuning.UnknownGrace, the least wait before a
+// lookup may grant a re-send beside it, must exceed SendWindow plus the
+// connect timeout (the dial after the check) and the read timeout (how long
+// a timed-out create was on the wire): the worker refuses a grace that does
+// not (service.Config.Validate; docs/design.md §1, "A frozen sender").
 const SendWindow = 2 * time.Second
 
 // cancelHold is how long a create held for a pending cancel waits before
@@ -372,7 +378,9 @@ func (a *Activities) undoLate(ctx context.Context, in RequestInput, ans store.An
 // unreachable gateway proves nothing: the outcome is unknown. keyedRetry
 // says a retry with the same idempotency key is safe and useful; answered,
 // that the gateway answered this create in full (RequestFailure.Answered).
-func (a *Activities) report(ctx context.Context, in RequestInput, at store.Attempt, count int, unresolved, keyedRetry, answered bool) (RequestResult, error) {
+// count is the order's creates recorded, the limit's measure; reached, those
+// of them that may have reached the gateway, the keyed retry's pace.
+func (a *Activities) report(ctx context.Context, in RequestInput, at store.Attempt, count, reached int, unresolved, keyedRetry, answered bool) (RequestResult, error) {
 	tries := int(activity.GetInfo(ctx).Attempt)
 	failure := RequestFailure{Attempt: tries, Attempts: count, Code: at.Reason, Message: at.Detail, Answered: answered}
 	cause := errors.New(at.Detail)
@@ -392,10 +400,11 @@ func (a *Activities) report(ctx context.Context, in RequestInput, at store.Attem
 		return RequestResult{}, nonRetryable(ErrGatewayRejected, cause, failure)
 	}
 	if keyedRetry && (in.Limit == 0 || count < in.Limit) {
-		// Paced by the creates the gateway was sent, not by Temporal's
-		// tries: those a breaker refused through an outage would start the
-		// first retry after it at the schedule's 10 s cap.
-		return RequestResult{}, paced(ErrGatewayUnknownKeyed, cause, until(createBackoff(count), in.notAfter()), failure)
+		// Paced by the creates that may have reached the gateway, not by
+		// Temporal's tries nor by every create recorded: those a breaker
+		// refused, or a dial refused (UNREACHABLE), through an outage would
+		// start the first retry after it at the schedule's 10 s cap.
+		return RequestResult{}, paced(ErrGatewayUnknownKeyed, cause, until(createBackoff(max(reached, 1)), in.notAfter()), failure)
 	}
 	return RequestResult{}, nonRetryable(ErrGatewayOutcomeUnknown, cause, failure)
 }

@@ -59,7 +59,7 @@ func TestOperatorCancelDuringARefusedLocalReSendEndsTheOrderOnce(t *testing.T) {
 	t.Parallel()
 	f := testenv.QuietFaults()
 	f.Create.FailNext, f.Create.ErrorStatus = 1, http.StatusInternalServerError
-	s := testenv.NewStack(t, f, func(c *service.Config) { c.ReadTimeout = 10 * time.Second })
+	s := testenv.NewStack(t, f, func(c *service.Config) { c.ReadTimeout, c.UnknownGrace = 10*time.Second, 11*time.Second })
 	setStock(t, s, "P1", 5)
 	ctx := context.Background()
 	const orderID = "lcre-0004"

@@ -91,6 +91,7 @@ func TestCreateRetriesAfterItsLocalTryGoOnAsARegularActivity(t *testing.T) {
 	f.Create.ErrorRate, f.Create.ErrorStatus = 1, http.StatusTooManyRequests
 	s := testenv.NewStack(t, f, func(c *service.Config) {
 		c.RequestAttempts, c.ReadTimeout, c.PollInitial, c.PollMax = 5, 4*time.Second, time.Minute, time.Minute
+		c.UnknownGrace = 5 * time.Second // above the read timeout
 	})
 	setStock(t, s, "P1", 5)
 	ctx := context.Background()

@@ -52,7 +52,7 @@ func TestThreeWorkersBoundTheRequestBreakersSlowTrials(t *testing.T) {
 	env, addrs := startWorkers(t, gw.url(), "--poll-initial", "200ms", "--poll-max", "500ms", "--breaker-scope", "fleet",
 		"--connect-timeout", connect.String(), "--read-timeout", read.String(),
 		"--request-breaker-min-calls", "3", "--request-breaker-open", "3s", "--request-breaker-half-open-calls", fmt.Sprint(halfOpenCalls),
-		"--unknown-grace", "3s", "--request-attempts", "20")
+		"--unknown-grace", "3500ms", "--request-attempts", "20")
 	ctx := context.Background()
 	st, err := store.Open(ctx, env["DATABASE_URL"])
 	require.NoError(t, err)

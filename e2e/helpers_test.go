@@ -74,6 +74,7 @@ var slowAnswers = simulator.Range{Min: simulator.Duration(3 * time.Second), Max:
 // answer or a callback moves the order during the test.
 func waitsForTheAnswer(c *service.Config) {
 	c.ReadTimeout, c.PollInitial, c.PollMax = 10*time.Second, time.Minute, time.Minute
+	c.UnknownGrace = 11 * time.Second // above the read timeout (service.Config.Validate)
 }
 
 // Helpers of this package's own.

@@ -25,7 +25,7 @@ func TestWorkerKilledMidCreateFinishesWithOneCreate(t *testing.T) {
 	f.Latency = slowAnswers
 	sim := testenv.Pgsim(t, f)
 	dbURL := testenv.NewDatabase(t)
-	w := newWorkerProcess(t, sim.GatewayURL(), dbURL, "--read-timeout", "5s", "--poll-initial", "500ms", "--poll-max", "1s", "--unknown-grace", "1s")
+	w := newWorkerProcess(t, sim.GatewayURL(), dbURL, "--read-timeout", "4s", "--poll-initial", "500ms", "--poll-max", "1s", "--unknown-grace", "4500ms")
 	httpAddr := w.httpAddr
 	start := w.start
 	first := start()

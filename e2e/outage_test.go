@@ -33,7 +33,6 @@ func TestGatewayOutageLifecycle(t *testing.T) {
 	f.Callback.DropRate = 0.5 // half the answers must come from polling: lookups keep coming
 	s := testenv.NewStack(t, f, func(c *service.Config) {
 		c.PollInitial, c.PollMax = 300*time.Millisecond, time.Second
-		c.UnknownGrace = time.Second
 		c.Breaker = activities.BreakerSettings{Window: 3 * time.Second, MinCalls: 3, FailureRate: 0.5, OpenFor: 2 * time.Second, HalfOpenCalls: 3}
 	})
 	products := []string{"A1", "A2"}

@@ -79,7 +79,7 @@ func waitLookupFound(t *testing.T, st *store.Store, orderID string) []store.Atte
 func heldAfterADeadWorker(t *testing.T, breakerOpen string, flags ...string) (*store.Store, *simulator.Server, string) {
 	t.Helper()
 	sim := testenv.Pgsim(t, gatewayHoldsCreates())
-	w := newWorkerProcess(t, sim.GatewayURL(), testenv.NewDatabase(t), "--read-timeout", "20s", "--poll-initial", "500ms", "--poll-max", "1s",
+	w := newWorkerProcess(t, sim.GatewayURL(), testenv.NewDatabase(t), "--read-timeout", "20s", "--unknown-grace", "21s", "--poll-initial", "500ms", "--poll-max", "1s",
 		"--request-breaker-consecutive-failures", "2", "--request-breaker-open", breakerOpen,
 		"--breaker-scope", "process") // the second worker's own breaker trips on its own two failures
 	first := w.start()

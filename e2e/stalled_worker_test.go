@@ -40,7 +40,7 @@ func TestWorkerStalledMidCreateThenCancelledLeavesNoCharge(t *testing.T) {
 	// passed when it resumes (after the second run's wait below): it is sent. Each worker keeps its own breakers:
 	// a fleet breaker's lease, held by the frozen worker, would hold the
 	// second's start for the lease's length.
-	w := newWorkerProcess(t, sim.GatewayURL(), dbURL, "--read-timeout", "60s", "--poll-initial", "1m", "--poll-max", "1m",
+	w := newWorkerProcess(t, sim.GatewayURL(), dbURL, "--read-timeout", "60s", "--unknown-grace", "61s", "--poll-initial", "1m", "--poll-max", "1m",
 		"--breaker-scope", "process")
 	first := w.start()
 
@@ -128,7 +128,7 @@ func TestStaleCreateAnsweredBetweenTheSearchAndCancelOrder(t *testing.T) {
 	t.Cleanup(release)
 
 	dbURL := testenv.NewDatabase(t)
-	w := newWorkerProcess(t, sim.GatewayURL(), dbURL, "--read-timeout", "300s", "--poll-initial", "1m", "--poll-max", "1m", "--reconcile-interval", "0",
+	w := newWorkerProcess(t, sim.GatewayURL(), dbURL, "--read-timeout", "300s", "--unknown-grace", "301s", "--poll-initial", "1m", "--poll-max", "1m", "--reconcile-interval", "0",
 		"--breaker-scope", "process") // a fleet lease held by the stopped worker would hold up the second's start
 	second := w.sibling()
 	env := map[string]string{}

@@ -74,6 +74,11 @@ type Begun struct {
 	Send    bool
 	// Count is the order's creates recorded so far, a new one included.
 	Count int
+	// Reached is how many of the order's earlier creates (the new one not
+	// included) may have reached the gateway: all but those recorded
+	// UNREACHABLE, which it never saw (a refused dial, a create not sent, a
+	// request it would not process). Keyed retries are paced by it.
+	Reached int
 	// CallbackURL is the one to send: the order's first create's, so every
 	// create of one order has the same body.
 	CallbackURL string
@@ -193,6 +198,11 @@ func (s *Store) BeginAttempt(ctx context.Context, req AttemptRequest) (Begun, er
 // records the new one when Send.
 func decide(attempts []Attempt, req AttemptRequest) Begun {
 	b := Begun{Count: len(attempts), CallbackURL: req.CallbackURL}
+	for _, a := range attempts {
+		if a.Outcome != OutcomeUnreachable {
+			b.Reached++
+		}
+	}
 	// A granted create starts clean: the grant cleared what came before.
 	b.Unresolved = req.Grant == "" && len(unresolved(attempts)) > 0
 	if i := slices.IndexFunc(attempts, func(a Attempt) bool { return a.CallbackURL != "" }); i >= 0 {

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/payguard/payguard/activities"
@@ -248,6 +249,7 @@ func TestRecoveryCancelIsFenced(t *testing.T) {
 	r.cancelOrderFirst = []error{temporal.NewNonRetryableApplicationError("a create of the order may have reached the gateway",
 		activities.ErrGatewayNotSearched, nil)}
 	r.cancelsSucceed(1)
+	r.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.PaymentWorkflowID(orderID)})
 	r.env.ExecuteWorkflow(workflows.RecoverWorkflowName, workflows.RecoverInput{OrderID: orderID})
 	require.True(t, r.env.IsWorkflowCompleted())
 	require.NoError(t, r.env.GetWorkflowError())

@@ -27,6 +27,16 @@ func (w *Workflows) Recover(ctx workflow.Context, in RecoverInput) (State, error
 	if in.OrderID == "" {
 		return State{}, temporal.NewNonRetryableApplicationError("recovery needs an order id", activities.ErrInvalidOrder, nil)
 	}
+	// Only under the order's own id, as the sweep starts it: the server
+	// then refuses it while the order's PaymentWorkflow runs (the ids
+	// collide). Started under any other id, by a plaintext client say, it
+	// could settle or compensate beside a live one. A pure check: no
+	// command, so recorded histories replay.
+	if id := workflow.GetInfo(ctx).WorkflowExecution.ID; id != PaymentWorkflowID(in.OrderID) {
+		return State{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("recovery of order %s refused: it runs only as workflow %s, not %s", in.OrderID, PaymentWorkflowID(in.OrderID), id),
+			activities.ErrInvalidOrder, nil)
+	}
 	var r activities.RecoveryOrder
 	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, databaseOptions("Read order "+in.OrderID+" back for its recovery")),
 		sw.ReadRecoveryOrder, in.OrderID).Get(ctx, &r)

@@ -64,7 +64,18 @@ func TestRecordedHistoriesReplay(t *testing.T) {
 			require.NoError(t, err, "recorded history missing: run `make record-histories`")
 			r := newReplayer(t)
 			workflows.New(workflows.DefaultTuning()).Register(r)
-			require.NoError(t, r.ReplayWorkflowHistoryFromJSONFile(replayLogger(), path))
+			f, err := os.Open(path)
+			require.NoError(t, err)
+			defer f.Close()
+			h, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
+			require.NoError(t, err)
+			// Replayed under its recorded id: RecoverWorkflow checks it.
+			started := h.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes()
+			exec := workflow.Execution{ID: started.GetWorkflowId(), RunID: started.GetOriginalExecutionRunId()}
+			if exec.ID == "" {
+				exec.ID = "ReplayId"
+			}
+			require.NoError(t, r.ReplayWorkflowHistoryWithOptions(replayLogger(), h, worker.ReplayWorkflowHistoryOptions{OriginalExecution: exec}))
 		})
 	}
 }

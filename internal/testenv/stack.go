@@ -29,8 +29,10 @@ type Stack struct {
 // FastConfig shortens the worker's waits so tests run in seconds.
 func FastConfig() service.Config {
 	return service.Config{
-		ConnectTimeout: 500 * time.Millisecond, ReadTimeout: time.Second,
-		UnknownGrace: time.Second, PollInitial: 500 * time.Millisecond, PollMax: 2 * time.Second,
+		// The grace must exceed the send window (2 s) plus the connect
+		// timeout, and the read timeout (service.Config.Validate).
+		ConnectTimeout: 250 * time.Millisecond, ReadTimeout: time.Second,
+		UnknownGrace: 2500 * time.Millisecond, PollInitial: 500 * time.Millisecond, PollMax: 2 * time.Second,
 		Breaker:         activities.BreakerSettings{Window: 10 * time.Second, MinCalls: 5, FailureRate: 0.5, OpenFor: 2 * time.Second, HalfOpenCalls: 3},
 		ShutdownTimeout: 5 * time.Second,
 		Common:          config.Common{CodecKeys: CodecKeys()},

@@ -177,6 +177,13 @@ func (c Config) Validate() error {
 		return fmt.Errorf("configuration: --request-attempts must not be negative (0: as many as the deadline allows), got %d", c.RequestAttempts)
 	case c.UnknownGrace <= 0 || c.PollInitial <= 0 || c.PollMax < c.PollInitial || c.AnsweredGrace < 0:
 		return fmt.Errorf("configuration: --unknown-grace and --poll-initial must be positive, --answered-grace not negative and --poll-max at least --poll-initial")
+	case c.UnknownGrace <= activities.SendWindow+c.ConnectTimeout || c.UnknownGrace <= c.ReadTimeout:
+		// A frozen sender's create leaves up to SendWindow plus its dial
+		// after its record; a timed-out create was on the wire a whole
+		// read timeout. A lookup sooner than either may miss it and grant
+		// a re-send beside it: a second charge.
+		return fmt.Errorf("configuration: --unknown-grace (%s) must exceed the send window plus --connect-timeout (%s) and --read-timeout (%s): a create may still be in flight",
+			c.UnknownGrace, activities.SendWindow+c.ConnectTimeout, c.ReadTimeout)
 	case c.ReconcileInterval < 0 || c.ReconcileWindow < 0 || c.ReconcileRate < 0:
 		return fmt.Errorf("configuration: --reconcile-interval, --reconcile-window and --reconcile-rate must not be negative")
 	case c.ReconcileRate != 0 && c.ReconcileRate < workflows.MinReconcileRate:
