@@ -287,6 +287,9 @@ func recorded(events []store.Event, cause string, tx gateway.Transaction) bool {
 // CancelPayments cancels the order's transactions at the gateway. It fails
 // (and is retried) until every cancel is acknowledged.
 func (a *Activities) CancelPayments(ctx context.Context, in CancelInput) (CancelResult, error) {
+	if err := a.refundAllowed(ctx, in); err != nil {
+		return CancelResult{}, err
+	}
 	ctx = gateway.WithUser(ctx, in.UserID)
 	keys := append([]string(nil), in.TransactionKeys...)
 	var searchedAt time.Time

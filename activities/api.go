@@ -64,7 +64,15 @@ const (
 	// ErrGatewayNotSearched: CancelOrder found a create that may have reached
 	// the gateway, which its caller did not search (SettleInput.Unsearched).
 	ErrGatewayNotSearched = "GatewayNotSearched"
+	// ErrRefundRefused: a refund the order's books do not call for (its
+	// order still open, or the own charge of a CONFIRMED order without the
+	// customer's request); nothing is sent to the gateway.
+	ErrRefundRefused = "RefundRefused"
 )
+
+// RefundWorkflowType is the workflow type whose cancels refundAllowed
+// checks against the books; workflows.RefundWorkflowName is this name.
+const RefundWorkflowType = "RefundWorkflow"
 
 // Event kinds a workflow records (EventInput.Kind) and reservation actions it
 // asks Settle for (SettleInput.Reservation): the store's own values, named in

@@ -5,6 +5,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/payguard/payguard/activities"
 	"github.com/payguard/payguard/gateway"
 	"github.com/payguard/payguard/status"
 	"github.com/payguard/payguard/store"
@@ -13,7 +14,7 @@ import (
 // Names other processes rely on (docs/design.md §2).
 const (
 	PaymentWorkflowName = "PaymentWorkflow"
-	RefundWorkflowName  = "RefundWorkflow"
+	RefundWorkflowName  = activities.RefundWorkflowType
 	CallbackSignal      = "gateway-callback"
 	// LookupHintSignal carries a LookupHint: an unsigned callback, which the
 	// worker in --callback-auth lookup mode may not believe, only pass on.

@@ -8,22 +8,20 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
+	"github.com/payguard/payguard/activities"
 	"github.com/payguard/payguard/internal/testenv"
 	"github.com/payguard/payguard/status"
 	"github.com/payguard/payguard/workflows"
 )
 
-// Review, issue 29's threat (a client of the namespace without the codec
-// key: the codec passes plaintext payloads through) with a workflow start
-// instead of a signal. RefundWorkflow believes its input: started under an
-// id of the client's choosing, it cancels a CONFIRMED order's own charge at
-// the gateway. The customer's money goes back, the goods stay sold, and the
-// books still say CONFIRMED / SUCCESS: no token (§12), no customer's
-// request, no check that the key is not the order's own confirmed charge
-// (the callback endpoint and the sweep make that check; the workflow does
-// not).
-func TestReviewAForgedRefundStartRefundsAConfirmedOrdersOwnCharge(t *testing.T) {
+// A RefundWorkflow's input is a claim: whoever can write to the namespace
+// can start one, in plaintext, under any id. Its cancel is held to the
+// books before it reaches the gateway, so a start that would refund a
+// CONFIRMED order's own charge (goods sold, money back, books still
+// CONFIRMED) is refused, and the charge stays.
+func TestAForgedRefundOfAConfirmedOrdersOwnChargeIsRefused(t *testing.T) {
 	t.Parallel()
 	s := testenv.NewStack(t, testenv.QuietFaults(), nil)
 	setStock(t, s, "P1", 5)
@@ -39,7 +37,9 @@ func TestReviewAForgedRefundStartRefundsAConfirmedOrdersOwnCharge(t *testing.T) 
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	runErr := run.Get(ctx, nil)
-	t.Logf("forged refund ended: %v", runErr)
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, runErr, &appErr, "the forged refund must fail, not refund")
+	assert.Equal(t, activities.ErrRefundRefused, appErr.Type())
 
 	got, err := s.Store.GetOrder(context.Background(), id)
 	require.NoError(t, err)
