@@ -12,6 +12,7 @@ import (
 	"github.com/payguard/payguard/gateway"
 	"github.com/payguard/payguard/loadgen"
 	"github.com/payguard/payguard/pgsim/simulator"
+	"github.com/payguard/payguard/store"
 )
 
 // The breaker phase calls the LookupPayment activity method in the bench
@@ -43,7 +44,9 @@ type lookupRig struct {
 	orderID string
 }
 
-func newLookupRig(gatewayURL, orderID string) (*lookupRig, error) {
+// newLookupRig looks the order up as a worker does, its answer held to
+// the order's books (ledger: a transaction of another amount is left out).
+func newLookupRig(ledger *store.Store, gatewayURL, orderID string) (*lookupRig, error) {
 	g, err := gateway.New(gateway.Config{BaseURL: gatewayURL})
 	if err != nil {
 		return nil, err
@@ -54,7 +57,7 @@ func newLookupRig(gatewayURL, orderID string) (*lookupRig, error) {
 			r.once.Do(func() { close(r.opened) })
 		}
 	})
-	r.acts = activities.New(nil, g, br, activities.Config{}, nil)
+	r.acts = activities.New(ledger, g, br, activities.Config{}, nil)
 	return r, nil
 }
 
@@ -66,11 +69,11 @@ func (r *lookupRig) lookup(ctx context.Context) error {
 // runBreaker times the open breaker and, per rate, gateway down → OPEN:
 // lookups at rate for warm (filling the breaker's window with successes),
 // then the gateway's port closed until the breaker opens or limit passes.
-func runBreaker(ctx context.Context, gatewayURL, adminURL, orderID string, rates []float64, warm, limit time.Duration, openCalls int) (BreakerResult, error) {
+func runBreaker(ctx context.Context, ledger *store.Store, gatewayURL, adminURL, orderID string, rates []float64, warm, limit time.Duration, openCalls int) (BreakerResult, error) {
 	res := BreakerResult{Settings: activities.DefaultBreakerSettings()}
 	defer func() { _ = simulator.PatchFaults(context.Background(), adminURL, map[string]any{"down": false}) }()
 	for i, rate := range rates {
-		rig, err := newLookupRig(gatewayURL, orderID)
+		rig, err := newLookupRig(ledger, gatewayURL, orderID)
 		if err != nil {
 			return res, err
 		}

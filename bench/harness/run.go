@@ -304,7 +304,7 @@ func run(ctx context.Context, o Options, stdout io.Writer) error {
 			lookupWarm, limit, rates = time.Second, 10*time.Second, []float64{10}
 		}
 		say("breaker: gateway down → OPEN at %v lookups/s...", rates)
-		b, err := runBreaker(ctx, st.Pgsim.GatewayURL, st.Pgsim.AdminURL, lookupOrder, rates, lookupWarm, limit, 2000)
+		b, err := runBreaker(ctx, ledger, st.Pgsim.GatewayURL, st.Pgsim.AdminURL, lookupOrder, rates, lookupWarm, limit, 2000)
 		if err != nil {
 			return err
 		}
