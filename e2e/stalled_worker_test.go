@@ -25,11 +25,10 @@ import (
 // A worker is stalled inside the first workflow task's create, past the
 // task's timeout: its BeginAttempt holds the order's row lock with the
 // attempt not yet committed. An operator cancels, and a second worker runs
-// the task again. Then the stalled worker resumes, commits the attempt and
-// sends the create; the gateway charges it and its callback is lost. The
-// second run must not end the order CANCELLED with the customer charged: it
-// waits for the first run's step and searches the gateway, and a create that
-// lands after the compensation is undone by its sender.
+// the task again. Then the stalled worker resumes and commits the attempt,
+// long past its send window (activities.SendWindow): its create never
+// leaves, so nothing can be charged behind the compensation. The order ends
+// CANCELLED with nothing sent, money and stock agreeing.
 func TestWorkerStalledMidCreateThenCancelledLeavesNoCharge(t *testing.T) {
 	t.Parallel()
 	f := testenv.QuietFaults()
@@ -37,7 +36,7 @@ func TestWorkerStalledMidCreateThenCancelledLeavesNoCharge(t *testing.T) {
 	sim := testenv.Pgsim(t, f)
 	dbURL := testenv.NewDatabase(t)
 	// A read timeout long enough that the stalled create's deadline has not
-	// passed when it resumes (after the second run's wait below): it is sent. Each worker keeps its own breakers:
+	// passed when it resumes (after the second run's wait below): only the send window holds it. Each worker keeps its own breakers:
 	// a fleet breaker's lease, held by the frozen worker, would hold the
 	// second's start for the lease's length.
 	w := newWorkerProcess(t, sim.GatewayURL(), dbURL, "--read-timeout", "60s", "--unknown-grace", "61s", "--poll-initial", "1m", "--poll-max", "1m",
@@ -86,7 +85,11 @@ func TestWorkerStalledMidCreateThenCancelledLeavesNoCharge(t *testing.T) {
 		}
 		break
 	}
-	requireOneCreateMatched(t, st, sim, o, runErr)
+	gw := sim.Stats().Orders[orderID]
+	stock, err := st.GetStock(ctx, "P1")
+	require.NoError(t, err)
+	assert.Zero(t, gw.CreateRequests, "a create resumed past its send window is not sent")
+	requireMoneyAndStockAgree(t, o, gw, stock, runErr)
 }
 
 // A worker is stalled with its create committed SENDING and on the wire,
