@@ -66,11 +66,7 @@ func startTemporal(ctx context.Context, o Options) (*Temporal, error) {
 // the real server on free ports, with the dev server's extra
 // --dynamic-config-value arguments as dynamic config.
 func (t *Temporal) startReal(ctx context.Context, o Options) error {
-	bin, err := temporalserver.ServerBinary()
-	if err != nil {
-		return err
-	}
-	tool, err := temporalserver.SQLTool()
+	bin, tool, err := temporalserver.Binaries()
 	if err != nil {
 		return err
 	}

@@ -50,11 +50,7 @@ func startTemporal(ctx context.Context, o Options, procs *processes, cfg config.
 		_, err := procs.start("temporal", filepath.Join(o.Bin, "temporal"), devserver.Args(ip, port, uiPort, config.DefaultCodecEndpoint, dbFile)...)
 		return err
 	}
-	bin, err := temporalserver.ServerBinary()
-	if err != nil {
-		return err
-	}
-	tool, err := temporalserver.SQLTool()
+	bin, tool, err := temporalserver.Binaries()
 	if err != nil {
 		return err
 	}

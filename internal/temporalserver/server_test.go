@@ -27,9 +27,7 @@ import (
 // restart keeps it.
 func TestServerStartsOnFreshDatabases(t *testing.T) {
 	testenv.NeedsServices(t, "PostgreSQL and the Temporal server binaries")
-	bin, err := temporalserver.ServerBinary()
-	require.NoError(t, err)
-	tool, err := temporalserver.SQLTool()
+	bin, tool, err := temporalserver.Binaries()
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()

@@ -127,6 +127,18 @@ func ServerBinary() (string, error) { return binary("PAYGUARD_TEMPORAL_SERVER", 
 // SQLTool finds temporal-sql-tool: PAYGUARD_TEMPORAL_SQL_TOOL, else bin/.
 func SQLTool() (string, error) { return binary("PAYGUARD_TEMPORAL_SQL_TOOL", "temporal-sql-tool") }
 
+// Binaries finds both: every start of the server needs the server and the
+// SQL tool that sets up its databases.
+func Binaries() (server, sqlTool string, err error) {
+	if server, err = ServerBinary(); err != nil {
+		return "", "", err
+	}
+	if sqlTool, err = SQLTool(); err != nil {
+		return "", "", err
+	}
+	return server, sqlTool, nil
+}
+
 func binary(env, name string) (string, error) {
 	if p := os.Getenv(env); p != "" {
 		return p, nil

@@ -23,11 +23,7 @@ type realTemporal struct {
 }
 
 func startRealServer(opts client.Options) (*realTemporal, error) {
-	bin, err := temporalserver.ServerBinary()
-	if err != nil {
-		return nil, err
-	}
-	tool, err := temporalserver.SQLTool()
+	bin, tool, err := temporalserver.Binaries()
 	if err != nil {
 		return nil, err
 	}

@@ -33,11 +33,7 @@ func main() {
 }
 
 func run(ctx context.Context, stdout io.Writer) error {
-	bin, err := temporalserver.ServerBinary()
-	if err != nil {
-		return err
-	}
-	tool, err := temporalserver.SQLTool()
+	bin, tool, err := temporalserver.Binaries()
 	if err != nil {
 		return err
 	}
