@@ -32,10 +32,10 @@ const (
 // comes first. A timer costs the server a task to write and one to cancel
 // for every order a callback answers.
 func (p *payment) await(ctx workflow.Context) awaitEnd {
-	timerCtx, cancelTimers := workflow.WithCancel(ctx)
-	defer cancelTimers()
+	timerCtx, cancelTimer := workflow.WithCancel(ctx)
+	defer func() { cancelTimer() }()
 	delay := p.tuning.PollInitial
-	poll := p.pollTimer(timerCtx, p.pollIn(ctx, delay))
+	poll, pollAt := p.pollTimer(timerCtx, p.pollIn(ctx, delay))
 	for p.outcome == nil {
 		pollDue := false
 		sel := workflow.NewSelector(ctx)
@@ -62,19 +62,30 @@ func (p *payment) await(ctx workflow.Context) awaitEnd {
 				return endCancelled
 			}
 			delay = min(delay*2, p.tuning.PollMax)
-			poll = p.pollTimer(timerCtx, p.pollIn(ctx, p.nextPoll(delay)))
+			poll, pollAt = p.pollTimer(timerCtx, p.pollIn(ctx, p.nextPoll(delay)))
+		case p.retryAfter > 0 || p.heldFailed != nil:
+			// A signal's lookup was refused by the open breaker, or left a
+			// FAILED held for a search: the poll it needs comes when the
+			// breaker lets lookups through (or at the first backoff), not
+			// on the backoff set before the signal — up to PollMax away.
+			if d := p.pollIn(ctx, p.nextPoll(p.tuning.PollInitial)); workflow.Now(ctx).Add(d).Before(pollAt) {
+				cancelTimer()
+				timerCtx, cancelTimer = workflow.WithCancel(ctx)
+				poll, pollAt = p.pollTimer(timerCtx, d)
+			}
 		}
 	}
 	return endOutcome
 }
 
 // pollTimer starts the timer of the next poll, due after d, or at the
-// deadline when that comes first.
-func (p *payment) pollTimer(ctx workflow.Context, d time.Duration) workflow.Future {
-	if left := max(p.state.Deadline.Sub(workflow.Now(ctx)), 0); left <= d {
-		return workflow.NewTimerWithOptions(ctx, left, workflow.TimerOptions{Summary: "order deadline"})
+// deadline when that comes first, and says when it fires.
+func (p *payment) pollTimer(ctx workflow.Context, d time.Duration) (workflow.Future, time.Time) {
+	now := workflow.Now(ctx)
+	if left := max(p.state.Deadline.Sub(now), 0); left <= d {
+		return workflow.NewTimerWithOptions(ctx, left, workflow.TimerOptions{Summary: "order deadline"}), now.Add(left)
 	}
-	return workflow.NewTimerWithOptions(ctx, d, workflow.TimerOptions{Summary: "next status poll (the deadline is later)"})
+	return workflow.NewTimerWithOptions(ctx, d, workflow.TimerOptions{Summary: "next status poll (the deadline is later)"}), now.Add(d)
 }
 
 // pollIn brings the next poll, due in d, forward while the order waits for
