@@ -128,7 +128,9 @@ func readTemporal(ctx context.Context, cl client.Client, orderIDs []string) (map
 		}
 		out[id] = w
 	}
-	running, err := listWorkflows(ctx, cl, "ExecutionStatus = 'Running'")
+	// Payments and refunds: a scheduled reconcile sweep may have just begun.
+	running, err := listWorkflows(ctx, cl, fmt.Sprintf("ExecutionStatus = 'Running' AND WorkflowType IN ('%s', '%s')",
+		workflows.PaymentWorkflowName, workflows.RefundWorkflowName))
 	return out, running, err
 }
 
