@@ -8,6 +8,8 @@ BIN := $(CURDIR)/bin
 TEMPORAL_CLI_VERSION := v1.5.1
 STATICCHECK_VERSION  := v0.8.2
 WORKFLOWCHECK_VERSION := v0.6.0
+# The load client of make demo-vegeta (docs/decisions/025).
+VEGETA_VERSION := v12.13.0
 # The real Temporal server and its SQL tool (internal/temporalserver.Version).
 TEMPORAL_SERVER_VERSION := v1.29.1
 
@@ -16,12 +18,14 @@ STATICCHECK   := $(BIN)/staticcheck
 WORKFLOWCHECK := $(BIN)/workflowcheck
 TEMPORAL_SERVER   := $(BIN)/temporal-server
 TEMPORAL_SQL_TOOL := $(BIN)/temporal-sql-tool
+VEGETA        := $(BIN)/vegeta
 
-.PHONY: help tools docker-compose temporal-server-bin temporal-server test-server postgres codec-key check fmt-check vet staticcheck workflowcheck test test-short ci build demo demo-api chaos chaos-ci bench dev-server pgsim worker record-histories config-doc chromium promtool
+.PHONY: help tools docker-compose temporal-server-bin temporal-server test-server postgres codec-key check fmt-check vet staticcheck workflowcheck test test-short ci build demo demo-api demo-vegeta vegeta chaos chaos-ci bench dev-server pgsim worker record-histories config-doc chromium promtool
 
 help:
 	@echo "make demo   - the outage demo on the real stack (see README)"
 	@echo "make demo-api - the same outage, every order placed through the HTTP order API"
+	@echo "make demo-vegeta - the same outage through the API, load sent and timed by vegeta (the article's k6 test)"
 	@echo "make ci     - formatting, vet, staticcheck, workflowcheck and all tests"
 	@echo "make test-short - the tests that need no service (PostgreSQL, Temporal, Chromium, promtool), for the edit-test loop"
 	@echo "make build  - build pgsim, worker and starter into bin/"
@@ -50,6 +54,11 @@ $(TEMPORAL_SQL_TOOL):
 		mkdir -p $(BIN) && mv $$tmp/sql $@ && rmdir $$tmp
 
 temporal-server-bin: $(TEMPORAL_SERVER) $(TEMPORAL_SQL_TOOL)
+
+$(VEGETA):
+	GOBIN=$(BIN) go install github.com/tsenart/vegeta/v12@$(VEGETA_VERSION)
+
+vegeta: $(VEGETA)
 
 $(STATICCHECK):
 	GOBIN=$(BIN) go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
@@ -121,8 +130,8 @@ check: fmt-check vet staticcheck workflowcheck
 # e2e runs after the other packages, not beside them: its outage scenario
 # times a circuit breaker against a worker under the race detector, which a
 # 2-core machine shared with the other test binaries cannot keep on time.
-test: $(TEMPORAL) temporal-server-bin postgres chromium promtool docker-compose
-	PAYGUARD_TEMPORAL_CLI=$(TEMPORAL) go test -race -count=1 -timeout 20m $$(go list ./... | grep -v '/e2e$$')
+test: $(TEMPORAL) $(VEGETA) temporal-server-bin postgres chromium promtool docker-compose
+	PAYGUARD_TEMPORAL_CLI=$(TEMPORAL) PAYGUARD_VEGETA=$(VEGETA) go test -race -count=1 -timeout 20m $$(go list ./... | grep -v '/e2e$$')
 	PAYGUARD_TEMPORAL_CLI=$(TEMPORAL) go test -race -count=1 -timeout 20m ./e2e/
 
 # The edit-test loop: workflow unit tests, the gateway client, pgsim, config,
@@ -142,6 +151,11 @@ demo: $(TEMPORAL) postgres build
 # The same outage with every order placed through the HTTP order API.
 demo-api: $(TEMPORAL) postgres build
 	$(BIN)/demo --via api --out demo-api-out $(DEMO_ARGS)
+
+# The same through a real load client: vegeta paces and sends the POSTs and
+# times the answers, its report printed beside the demo's (docs/decisions/025).
+demo-vegeta: $(TEMPORAL) $(VEGETA) postgres build
+	$(BIN)/demo --via vegeta --out demo-vegeta-out $(DEMO_ARGS)
 
 # Chaos: SEEDS runs from SEED on, each with its own stack; exit 1 if any
 # run found a violation (chaos-out/report.json, or chaos-out/seed-N/ for a soak).

@@ -144,6 +144,23 @@ func (cfg *Config) Validate() error {
 // total is how many orders the run launches.
 func (cfg *Config) total() int { return int(math.Ceil(cfg.Rate * cfg.Duration.Seconds())) }
 
+// Inputs are the run's orders in launch order, for a client that places
+// them itself (the demo's --via vegeta); Validate first.
+func (cfg *Config) Inputs() []workflows.PaymentInput {
+	ins := make([]workflows.PaymentInput, cfg.total())
+	for i := range ins {
+		ins[i] = cfg.input(i)
+	}
+	return ins
+}
+
+// input is the run's order i (from 0): products round-robin.
+func (cfg *Config) input(i int) workflows.PaymentInput {
+	f := cfg.Order
+	f.Product = cfg.Products[i%len(cfg.Products)]
+	return f.Input(orderID(cfg.IDPrefix, i+1))
+}
+
 // orderID names the run's nth order (from 1).
 func orderID(prefix string, n int) string { return fmt.Sprintf("%s-%05d", prefix, n) }
 
@@ -200,9 +217,8 @@ launch:
 			case <-ticker.C:
 			}
 		}
-		f := cfg.Order
-		f.Product = cfg.Products[i%len(cfg.Products)]
-		id := orderID(cfg.IDPrefix, i+1)
+		in := cfg.input(i)
+		id := in.OrderID
 		sample := OrderSample{OrderID: id, StartOffset: time.Since(began).Seconds(), BreakerAtFire: breaker.current()}
 		idx := len(s.Orders)
 		mu.Lock()
@@ -212,7 +228,7 @@ launch:
 		go func() {
 			defer wg.Done()
 			start := time.Now()
-			err := place(ctx, f.Input(id))
+			err := place(ctx, in)
 			startMs := millis(time.Since(start))
 			mu.Lock()
 			s.Orders[idx].StartMillis = startMs

@@ -22,8 +22,11 @@ import (
 // Report is the demo's result: what the article measured, and the money.
 type Report struct {
 	// Via is how the orders were placed (--via): the first answer is a
-	// workflow start (temporal) or an HTTP answer of the API (api).
+	// workflow start (temporal) or an HTTP answer of the API (api, and
+	// vegeta, timed by vegeta).
 	Via string `json:"via"`
+	// Vegeta is the load client's own account (--via vegeta).
+	Vegeta *VegetaSummary `json:"vegeta,omitempty"`
 	// IdempotencyKeys: the workers sent every create under the order's
 	// Idempotency-Key (--idempotency-keys).
 	IdempotencyKeys bool                    `json:"idempotencyKeys"`
@@ -196,8 +199,11 @@ func (r Report) Text() string {
 	fmt.Fprintf(w, "  recovery -> CLOSED\t%s\t(lookup breaker; article: HALF_OPEN 5 s after recovery, then 3 good calls)\n", secs(r.RecoveryToClose))
 	fmt.Fprintf(w, "  create breaker\topen %s after the outage, closed %s after recovery\n", secs(r.CreateOutageToOpen), secs(r.CreateRecoveryToClose))
 	firstAnswer := "workflow started"
-	if r.Via == ViaAPI {
+	switch r.Via {
+	case ViaAPI:
 		firstAnswer = "POST /api/v1/orders answered"
+	case ViaVegeta:
+		firstAnswer = "POST /api/v1/orders answered, timed by vegeta"
 	}
 	fmt.Fprintf(w, "\n  orders placed via\t%s\t(first answer: %s)\n", orDefault(r.Via, ViaTemporal), firstAnswer)
 	if r.IdempotencyKeys {
@@ -250,7 +256,18 @@ func (r Report) Text() string {
 	fmt.Fprintf(w, "\n  create requests per order (max)\t%d\n", r.MaxCreateRequestsPerOrder)
 	fmt.Fprintf(w, "  transactions per order (max)\t%d\t(must be 1: never a second create that reached the gateway)\n", r.MaxTransactionsPerOrder)
 	fmt.Fprintf(w, "  orders charged twice\t%d\n", r.OrdersChargedTwice)
+	if v := r.Vegeta; v != nil {
+		fmt.Fprintf(w, "\n  vegeta: requests\t%d\n", v.Requests)
+		fmt.Fprintf(w, "  vegeta: failed requests\t%d\t(threshold: 0, the article's http_req_failed)\n", v.Failed)
+		fmt.Fprintf(w, "  vegeta: PENDING answers, breaker not CLOSED\t%d\t(the article's \"payment being confirmed\")\n", v.PendingWhileOpen)
+	}
 	w.Flush()
+	if r.Vegeta != nil {
+		b.WriteString("\n  vegeta report:\n")
+		for _, line := range strings.Split(strings.TrimRight(r.Vegeta.Report, "\n"), "\n") {
+			b.WriteString("    " + line + "\n")
+		}
+	}
 	return b.String()
 }
 

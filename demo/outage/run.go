@@ -44,6 +44,7 @@ const (
 const (
 	ViaTemporal = "temporal" // the workflow started with the Temporal client, as `starter load` does
 	ViaAPI      = "api"      // POST /api/v1/orders through the HTTP API, as a checkout would
+	ViaVegeta   = "vegeta"   // the same POSTs sent and paced by the vegeta load client (bin/vegeta)
 )
 
 // Options of the demo command.
@@ -59,7 +60,7 @@ type Options struct {
 	// Workers is how many worker processes share the fleet breaker; the
 	// first listens on the default address, the others on the ports after.
 	Workers int
-	// Via is ViaTemporal or ViaAPI.
+	// Via is ViaTemporal, ViaAPI or ViaVegeta.
 	Via string
 	// IdempotencyKeys runs the workers with --idempotency-keys (seed
 	// 002's way: a re-send under the order's key can never charge twice).
@@ -80,8 +81,8 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if o.Workers < 1 || o.Workers > 9 {
 		return exitcode.UsageError(fmt.Errorf("--workers must be 1 to 9, got %d", o.Workers))
 	}
-	if o.Via != ViaTemporal && o.Via != ViaAPI {
-		return exitcode.UsageError(fmt.Errorf("--via must be %s or %s, got %q", ViaTemporal, ViaAPI, o.Via))
+	if o.Via != ViaTemporal && o.Via != ViaAPI && o.Via != ViaVegeta {
+		return exitcode.UsageError(fmt.Errorf("--via must be %s, %s or %s, got %q", ViaTemporal, ViaAPI, ViaVegeta, o.Via))
 	}
 	return run(ctx, *o, getenv, stdout)
 }
@@ -105,7 +106,7 @@ func newFlagSet(getenv func(string) string) (*flag.FlagSet, *Options) {
 	fs.StringVar(&o.Out, "out", "demo-out", "where the logs, report and picture go")
 	fs.StringVar(&o.Bin, "bin", "bin", "where temporal, pgsim and worker binaries are")
 	fs.IntVar(&o.Workers, "workers", 1, "worker processes, sharing the lookup and create breakers through PostgreSQL (1-9)")
-	fs.StringVar(&o.Via, "via", ViaTemporal, "how orders are placed: temporal (the workflow started directly, as `starter load` does) or api (POST /api/v1/orders through the HTTP API on "+apiAddr+")")
+	fs.StringVar(&o.Via, "via", ViaTemporal, "how orders are placed: temporal (the workflow started directly, as `starter load` does) api (POST /api/v1/orders through the HTTP API on "+apiAddr+") or vegeta (the same POSTs sent and paced by the vegeta load client, make vegeta)")
 	fs.BoolVar(&o.IdempotencyKeys, "idempotency-keys", false, "run the workers with --idempotency-keys: every create carries the order's Idempotency-Key, which pgsim honours")
 	o.Temporal = temporalserver.KindDev
 	fs.Var(&o.Temporal, "temporal", temporalserver.KindFlagUsage)
@@ -131,7 +132,7 @@ func run(ctx context.Context, o Options, getenv func(string) string, stdout io.W
 	}
 	addrs := append(temporalAddrs(o.Temporal), gatewayAddr, adminAddr)
 	addrs = append(addrs, workerAddrs...)
-	if o.Via == ViaAPI {
+	if o.Via != ViaTemporal {
 		addrs = append(addrs, apiAddr)
 	}
 	for _, addr := range addrs {
@@ -190,7 +191,7 @@ func run(ctx context.Context, o Options, getenv func(string) string, stdout io.W
 	}
 
 	var place func(context.Context, workflows.PaymentInput) error
-	if o.Via == ViaAPI {
+	if o.Via != ViaTemporal {
 		say("Starting the order API (%s)...", apiAddr)
 		api, err := procs.start("api", filepath.Join(o.Bin, "api"), "--codec-key-file", temporalCfg.CodecKeyFile)
 		if err != nil {
@@ -222,16 +223,37 @@ func run(ctx context.Context, o Options, getenv func(string) string, stdout io.W
 		DownAt: o.DownAt, UpAt: o.UpAt, AdminURL: "http://" + adminAddr, MetricsURL: "http://" + workerAddr + "/metrics",
 		FleetMetricsURLs: fleetMetrics, Say: say,
 	}
+	var attack *vegetaAttack
+	if o.Via == ViaVegeta {
+		if err := scenario.Load.Validate(); err != nil {
+			return err
+		}
+		ins := scenario.Load.Inputs()
+		scenario.OnBegin = func(time.Time) (err error) {
+			attack, err = startVegeta(ctx, o.Bin, o.Out, "http://"+apiAddr, o.Rate, ins)
+			return err
+		}
+		scenario.Load.Place = func(ctx context.Context, in workflows.PaymentInput) error { return attack.place(ctx, in) }
+	}
 	sum, events, stats, err := scenario.Run(ctx, cl, stdout)
 	if err != nil {
 		return err
+	}
+	var vegeta *VegetaSummary
+	if attack != nil {
+		attack.retime(&sum)
+		s, err := attack.summary(ctx, o.Bin, sum)
+		if err != nil {
+			return err
+		}
+		vegeta = &s
 	}
 	lookups, err := ScrapeLookupLatency(context.Background(), "http://"+workerAddr+"/metrics")
 	if err != nil {
 		return err
 	}
 	report := BuildReport(sum, events, stats, lookups)
-	report.Via, report.IdempotencyKeys = o.Via, o.IdempotencyKeys
+	report.Via, report.IdempotencyKeys, report.Vegeta = o.Via, o.IdempotencyKeys, vegeta
 	if report.OpenBreakerRefusal, report.OpenBreakerRefusalByEndpoint, err = ScrapeOpenBreakerRefusal(context.Background(), "http://"+workerAddr+"/metrics"); err != nil {
 		return err
 	}
@@ -248,6 +270,10 @@ func run(ctx context.Context, o Options, getenv func(string) string, stdout io.W
 		return err
 	}
 	say("\nReport:   %s\nTimeline: %s\nLogs:     %s/{temporal,pgsim,worker}.log", jsonPath, svgPath, o.Out)
+	if vegeta != nil && vegeta.Failed > 0 {
+		// The article's threshold, http_req_failed == 0.
+		return fmt.Errorf("threshold crossed: %d of %d requests failed (want 0)", vegeta.Failed, vegeta.Requests)
+	}
 	if o.Exit || ctx.Err() != nil {
 		return nil
 	}

@@ -145,6 +145,54 @@ func TestDemoThroughTheAPI(t *testing.T) {
 	allClosed(t, "127.0.0.1:7233", "127.0.0.1:8090", "127.0.0.1:8081", "127.0.0.1:8080")
 }
 
+// The first article's load test with a real load client (make
+// demo-vegeta), a 20 s smoke: vegeta itself paces and sends one POST per
+// order through the API and times its answers; none fails (the article's
+// threshold), some are answered PENDING while the breaker is open, every
+// order ends final, nothing is charged twice, and vegeta's own report is
+// printed beside the demo's.
+func TestDemoThroughVegeta(t *testing.T) {
+	bin := demoBin(t, "./demo", "./worker", "./pgsim", "./api")
+	vegeta := os.Getenv("PAYGUARD_VEGETA")
+	if vegeta == "" {
+		vegeta, _ = filepath.Abs("../../bin/vegeta")
+	}
+	if _, err := os.Stat(vegeta); err != nil {
+		t.Fatalf("vegeta not found (make vegeta, or PAYGUARD_VEGETA=path): %v", err)
+	}
+	require.NoError(t, os.Symlink(vegeta, filepath.Join(bin, "vegeta")))
+	out := t.TempDir()
+	cmd := exec.Command(filepath.Join(bin, "demo"), "--bin", bin, "--out", out, "--via", outage.ViaVegeta, "--exit",
+		"--rate", "3", "--duration", "20s", "--down-at", "5s", "--up-at", "10s", "--deadline", "30s")
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+testenv.NewDatabase(t),
+		codec.KeyFileEnv+"="+filepath.Join(out, "codec-keys"), codec.KeysEnv+"=")
+	output, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", output)
+	assert.Contains(t, string(output), "POST /api/v1/orders answered, timed by vegeta")
+	assert.Contains(t, string(output), "vegeta report:")
+	assert.Contains(t, string(output), "Success", "vegeta's own report")
+
+	var report outage.Report
+	raw, err := os.ReadFile(filepath.Join(out, "report.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(raw, &report))
+	require.NotNil(t, report.Vegeta)
+	assert.Equal(t, 60, report.Vegeta.Requests, "one request per order, none repeated")
+	assert.Equal(t, map[string]int{"201": 60}, report.Vegeta.StatusCodes)
+	assert.Zero(t, report.Vegeta.Failed)
+	assert.Positive(t, report.Vegeta.PendingWhileOpen, "answered 'payment being confirmed' while the breaker was open")
+	assert.Equal(t, 60, report.Started)
+	assert.Equal(t, 60, report.FirstAnswerClosed.Count+report.FirstAnswerOpen.Count, "every order answered")
+	assert.Equal(t, 60, report.Outcomes.Final, "every order final")
+	assert.Zero(t, report.OrdersChargedTwice)
+	results, err := os.ReadFile(filepath.Join(out, "vegeta-results.json"))
+	require.NoError(t, err)
+	assert.Equal(t, 60, strings.Count(string(results), "\n"), "vegeta's results, one per order")
+	t.Logf("first answer: closed p50 %.1f p95 %.1f ms, open p50 %.1f p95 %.1f ms; lost %s",
+		report.FirstAnswerClosed.P50, report.FirstAnswerClosed.P95, report.FirstAnswerOpen.P50, report.FirstAnswerOpen.P95, report.Outcomes.LostLine())
+	allClosed(t, "127.0.0.1:7233", "127.0.0.1:8090", "127.0.0.1:8081", "127.0.0.1:8080")
+}
+
 // allClosed waits until nothing listens on any of addrs: nothing the demo
 // started is left running.
 func allClosed(t *testing.T, addrs ...string) {

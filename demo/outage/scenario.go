@@ -31,6 +31,9 @@ type Scenario struct {
 	FleetMetricsURLs []string
 	// Say prints a line as things happen (outage, breaker changes).
 	Say func(format string, args ...any)
+	// OnBegin, when set, runs at time zero, before the first order: a load
+	// client that paces itself (--via vegeta) starts here.
+	OnBegin func(began time.Time) error
 }
 
 // GatewayEvent is the outage as the scenario caused it.
@@ -53,6 +56,11 @@ func (s Scenario) Run(ctx context.Context, cl client.Client, progress io.Writer)
 	}
 	var events []GatewayEvent
 	began := time.Now()
+	if s.OnBegin != nil {
+		if err := s.OnBegin(began); err != nil {
+			return loadgen.Summary{}, nil, simulator.Stats{}, err
+		}
+	}
 	outageDone := make(chan error, 1)
 	outageCtx, stopOutage := context.WithCancel(ctx)
 	defer stopOutage()
