@@ -371,7 +371,13 @@ func (s *Store) FinishAttempt(ctx context.Context, a Answer) error {
 		}
 		clean := granted(attempts, a.No)
 		earlier := slices.DeleteFunc(attempts, func(x Attempt) bool { return x.No >= a.No })
-		if c := answerChange(a, !clean && len(unresolved(earlier)) > 0); c.Cause != "" {
+		// A grant clears the creates before it for sending, but a refusal
+		// of the re-send does not fail the order: the lookup behind the
+		// grant may have come before the gateway listed an earlier create's
+		// transaction, which the workflow searches for first (decide).
+		refusedAfterUnknown := a.Outcome == OutcomeRejected &&
+			slices.ContainsFunc(earlier, func(x Attempt) bool { return x.Outcome == OutcomeUnknown })
+		if c := answerChange(a, refusedAfterUnknown || (!clean && len(unresolved(earlier)) > 0)); c.Cause != "" {
 			return advance(ctx, tx, c)
 		}
 		return nil

@@ -298,3 +298,22 @@ func TestFinishAttemptAfterTheAttemptWasClosedUnderIt(t *testing.T) {
 		})
 	}
 }
+
+// A re-send granted after an unknown create and then refused leaves the
+// payment UNKNOWN: the lookup behind the grant may have come before the
+// gateway listed the first create's transaction, so the workflow searches
+// before it fails the order, and a SUCCESS it finds must still settle.
+func TestARefusedReSendAfterAnUnknownCreateLeavesThePaymentUnknown(t *testing.T) {
+	t.Parallel()
+	s, ctx := reservedOrder(t)
+	b := begin(t, s, store.AttemptRequest{})
+	finish(t, s, b.Attempt.No, store.OutcomeUnknown, "")
+	b = begin(t, s, store.AttemptRequest{Grant: "resend-1"})
+	require.True(t, b.Send, "the grant authorises the re-send")
+	require.NoError(t, s.FinishAttempt(ctx, store.Answer{OrderID: "o1", No: b.Attempt.No, Outcome: store.OutcomeRejected, Reason: "LIMIT"}))
+	o, err := s.GetOrder(ctx, "o1")
+	require.NoError(t, err)
+	assert.Equal(t, status.PaymentUnknown, o.PaymentStatus, "a refused re-send is no proof the order failed")
+	require.NoError(t, s.Advance(ctx, store.Change{OrderID: "o1", Order: status.OrderConfirmed, Payment: status.PaymentSuccess,
+		TransactionKey: "tx1", Cause: "the first create's transaction found SUCCESS"}))
+}

@@ -62,10 +62,16 @@ func (p *payment) poll(ctx workflow.Context, search string) {
 			p.state.LastLookup.Result = tx.Status
 		}
 		p.searching = in.TransactionKey == ""
+		held := p.heldFailed
 		if p.searching {
 			p.heldFailed = nil // the search's answers decide, or name a live transaction to wait for
 		}
 		p.onTransactions(ctx, res.Transactions, "lookup")
+		if p.searching && held != nil && held.TransactionKey == "" && len(res.Transactions) == 0 {
+			// A re-send the gateway refused, and no transaction of the
+			// order anywhere: the refusal decides.
+			p.decide(ctx, *held, "create")
+		}
 		p.searching = false
 	case isType(err, activities.ErrLookupUnavailable):
 		// "We cannot look right now" — not "the payment failed".

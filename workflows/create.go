@@ -75,7 +75,7 @@ func (p *payment) send(ctx workflow.Context, grant string, grantExpires time.Tim
 			p.in.CardType, gateway.MaskCardNo(p.in.CardNo), p.state.Attempts+1, budget),
 	}
 	var res activities.RequestResult
-	regular, err := p.sendLocally(ctx, in, opts, &res)
+	regular, tried, err := p.sendLocally(ctx, in, opts, &res)
 	if regular {
 		p.publish(ctx) // REQUESTING, while Temporal retries it (run deferred it)
 		err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), a.RequestPayment, in).Get(ctx, &res)
@@ -107,6 +107,11 @@ func (p *payment) send(ctx workflow.Context, grant string, grantExpires time.Tim
 		case activities.ErrDeadlinePassed:
 			return sendExpired, nil
 		case activities.ErrGrantExpired:
+			if tried {
+				// The local try may have sent this very create, and it
+				// ended unanswered: it is unknown, not "not sent".
+				return p.unknown(ctx, false, err), nil
+			}
 			return sendLapsed, nil
 		}
 		p.countAttempts(max(failure.Attempt, 1), failure.Attempts)
@@ -117,17 +122,26 @@ func (p *payment) send(ctx workflow.Context, grant string, grantExpires time.Tim
 			return sendUnreachable, nil
 		case activities.ErrGatewayRejected:
 			p.state.Reason = failure.Code
-			p.setStatus(ctx, "", status.PaymentFailed)
+			if p.resends == 0 {
+				p.setStatus(ctx, "", status.PaymentFailed)
+			}
 			return sendRejected, nil
 		}
 		// Any other failure may have come after the create left: the
 		// outcome is unknown, never "payment failed".
 	}
+	return p.unknown(ctx, failure.Answered, err), nil
+}
+
+// unknown is a create whose outcome is unknown: the order is looked up
+// after the grace, never re-sent blindly. answered: the gateway answered
+// it in full (nothing of it is in flight).
+func (p *payment) unknown(ctx workflow.Context, answered bool, err error) sendResult {
 	p.maybeAtGateway = true
-	p.proofDue = workflow.Now(ctx).Add(p.proofGrace(failure.Answered))
+	p.proofDue = workflow.Now(ctx).Add(p.proofGrace(answered))
 	p.setStatus(ctx, status.OrderPending, status.PaymentUnknown)
 	p.log.Warn("create outcome unknown; looking the order up instead of re-sending", "error", err)
-	return sendUnknown, nil
+	return sendUnknown
 }
 
 // sendLocally runs the create as a local activity: a happy-path order then asks the server for no activity at all. It runs where
@@ -144,9 +158,10 @@ func (p *payment) send(ctx workflow.Context, grant string, grantExpires time.Tim
 // retries it for as long as it takes, at the breaker's pace and at no cost to
 // the history, and an operator's cancel stops it between tries. Local tries
 // would not see that cancel until their task completed, and each could send
-// a new charge after it.
+// a new charge after it. tried: the local try ended in a way that may have
+// come after its create left (a timeout, the answer not recorded).
 func (p *payment) sendLocally(ctx workflow.Context, in activities.RequestInput, opts workflow.ActivityOptions,
-	res *activities.RequestResult) (regular bool, err error) {
+	res *activities.RequestResult) (regular, tried bool, err error) {
 	lopts := workflow.LocalActivityOptions{
 		StartToCloseTimeout:    opts.StartToCloseTimeout,
 		ScheduleToCloseTimeout: opts.StartToCloseTimeout,
@@ -156,11 +171,15 @@ func (p *payment) sendLocally(ctx workflow.Context, in activities.RequestInput, 
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	err = workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(dctx, lopts), a.RequestPayment, in).Get(ctx, res)
 	if err == nil || !createRetryable(err) {
-		return false, err
+		return false, false, err
 	}
 	p.log.Warn("create failed on its local try; going on as a regular activity", "error", err)
-	return true, nil
+	return true, !isType(err, neverSent...), nil
 }
+
+// neverSent are the create's errors that say it did not leave.
+var neverSent = []string{activities.ErrGatewayUnreachable, activities.ErrRequestBreakerOpen,
+	activities.ErrDeadlinePassed, activities.ErrGrantExpired}
 
 // createRetryable: a create's error that Temporal would retry under the
 // create's options — not one of the activity's answers (an outcome unknown,
@@ -218,7 +237,9 @@ func (p *payment) resend(ctx workflow.Context) {
 	case err != nil:
 		p.log.Error("re-send failed", "error", err)
 	case sent == sendRejected:
-		p.outcome = &gateway.Transaction{OrderID: p.in.OrderID, Amount: p.in.Amount, Status: gateway.StatusFailed, Reason: p.state.Reason}
+		// Held like any FAILED after a re-send (decide): the create before
+		// may have made a transaction the lookup did not yet list.
+		p.decide(ctx, gateway.Transaction{OrderID: p.in.OrderID, Amount: p.in.Amount, Status: gateway.StatusFailed, Reason: p.state.Reason}, "create")
 	case sent == sendUnreachable, sent == sendExpired, sent == sendLapsed:
 		// Not sent: nothing new at the gateway. Look again after the
 		// grace, until the deadline.
