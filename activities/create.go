@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -40,7 +41,7 @@ func (a *Activities) RequestPayment(ctx context.Context, in RequestInput) (Reque
 	// not even asked: a create it held back ends here, not at its next
 	// half-open. The database checks both again before a create leaves.
 	if why := lapsed(in, time.Now()); why != "" {
-		return RequestResult{}, notSent(why, int(activity.GetInfo(ctx).Attempt), 0)
+		return a.refusedAt(ctx, in, why, 0)
 	}
 	// The request breaker is asked first: a create it refuses is never
 	// recorded, so it neither counts against the order's creates nor
@@ -121,7 +122,7 @@ func (a *Activities) RequestPayment(ctx context.Context, in RequestInput) (Reque
 		return RequestResult{}, storeError(beginErr)
 	}
 	if begun.Refused != "" {
-		return RequestResult{}, notSent(begun.Refused, int(activity.GetInfo(ctx).Attempt), begun.Count)
+		return a.refusedAt(ctx, in, begun.Refused, begun.Count)
 	}
 	if stalled != "" {
 		activity.GetLogger(ctx).Warn("create not sent: its sender stalled past the send window", "order_id", in.OrderID,
@@ -220,6 +221,31 @@ const cancelHold = 5 * time.Second
 // (store.RefusedDeadline, store.RefusedGrant), or "".
 func lapsed(in RequestInput, now time.Time) string {
 	return store.Refusal(in.Deadline, in.Grant, in.GrantExpires, now)
+}
+
+// refusedAt answers a create refused at its deadline or its grant (why).
+// A re-send whose grant already let a create out — an earlier try of it
+// recorded one and never came back with the answer — is not "not sent":
+// that create's answer is reported, and one that may still be on the wire
+// is an unknown outcome, whose lookup waits the full grace.
+func (a *Activities) refusedAt(ctx context.Context, in RequestInput, why string, count int) (RequestResult, error) {
+	tries := int(activity.GetInfo(ctx).Attempt)
+	if why != store.RefusedGrant || in.Grant == "" {
+		return RequestResult{}, notSent(why, tries, count)
+	}
+	attempts, err := a.store.Attempts(ctx, in.OrderID)
+	if err != nil {
+		return RequestResult{}, storeError(err)
+	}
+	i := slices.IndexFunc(attempts, func(x store.Attempt) bool { return x.Grant == in.Grant })
+	if i < 0 || attempts[i].Outcome == store.OutcomeUnreachable {
+		return RequestResult{}, notSent(why, tries, len(attempts))
+	}
+	at := attempts[i]
+	if at.Outcome == "" {
+		at.Detail = "re-send " + in.Grant + " was sent by an earlier try that never came back with its answer"
+	}
+	return a.report(ctx, in, at, len(attempts), 0, false, false, false)
 }
 
 // notSent is the error of a create not sent because its deadline passed or

@@ -124,7 +124,8 @@ type RecoveryOrder struct {
 	// still SENDING), so compensation must search the gateway by order id.
 	MaybeSent bool `json:"maybeSent"`
 	// Rejected is the gateway's code when the order's latest create was
-	// refused and none may have reached it: the payment failed.
+	// refused: the payment failed, unless an earlier create may have
+	// reached the gateway and a search by order id finds its transaction.
 	Rejected string `json:"rejected,omitempty"`
 }
 
@@ -368,7 +369,7 @@ func (w *Sweeper) ReadRecoveryOrder(ctx context.Context, orderID string) (Recove
 			r.MaybeSent = true
 		}
 	}
-	if n := len(attempts); n > 0 && !r.MaybeSent && attempts[n-1].Outcome == store.OutcomeRejected {
+	if n := len(attempts); n > 0 && attempts[n-1].Outcome == store.OutcomeRejected {
 		r.Rejected = attempts[n-1].Reason
 	}
 	if o.TransactionKey != "" && !slices.Contains(r.Keys, o.TransactionKey) {

@@ -75,7 +75,7 @@ func (p *payment) send(ctx workflow.Context, grant string, grantExpires time.Tim
 			p.in.CardType, gateway.MaskCardNo(p.in.CardNo), p.state.Attempts+1, budget),
 	}
 	var res activities.RequestResult
-	regular, tried, err := p.sendLocally(ctx, in, opts, &res)
+	regular, err := p.sendLocally(ctx, in, opts, &res)
 	if regular {
 		p.publish(ctx) // REQUESTING, while Temporal retries it (run deferred it)
 		err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), a.RequestPayment, in).Get(ctx, &res)
@@ -107,11 +107,8 @@ func (p *payment) send(ctx workflow.Context, grant string, grantExpires time.Tim
 		case activities.ErrDeadlinePassed:
 			return sendExpired, nil
 		case activities.ErrGrantExpired:
-			if tried {
-				// The local try may have sent this very create, and it
-				// ended unanswered: it is unknown, not "not sent".
-				return p.unknown(ctx, false, err), nil
-			}
+			// Nothing of this grant left (a create it let out and never
+			// answered is reported unknown by the activity instead).
 			return sendLapsed, nil
 		}
 		p.countAttempts(max(failure.Attempt, 1), failure.Attempts)
@@ -158,10 +155,9 @@ func (p *payment) unknown(ctx workflow.Context, answered bool, err error) sendRe
 // retries it for as long as it takes, at the breaker's pace and at no cost to
 // the history, and an operator's cancel stops it between tries. Local tries
 // would not see that cancel until their task completed, and each could send
-// a new charge after it. tried: the local try ended in a way that may have
-// come after its create left (a timeout, the answer not recorded).
+// a new charge after it.
 func (p *payment) sendLocally(ctx workflow.Context, in activities.RequestInput, opts workflow.ActivityOptions,
-	res *activities.RequestResult) (regular, tried bool, err error) {
+	res *activities.RequestResult) (regular bool, err error) {
 	lopts := workflow.LocalActivityOptions{
 		StartToCloseTimeout:    opts.StartToCloseTimeout,
 		ScheduleToCloseTimeout: opts.StartToCloseTimeout,
@@ -171,15 +167,11 @@ func (p *payment) sendLocally(ctx workflow.Context, in activities.RequestInput, 
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	err = workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(dctx, lopts), a.RequestPayment, in).Get(ctx, res)
 	if err == nil || !createRetryable(err) {
-		return false, false, err
+		return false, err
 	}
 	p.log.Warn("create failed on its local try; going on as a regular activity", "error", err)
-	return true, !isType(err, neverSent...), nil
+	return true, nil
 }
-
-// neverSent are the create's errors that say it did not leave.
-var neverSent = []string{activities.ErrGatewayUnreachable, activities.ErrRequestBreakerOpen,
-	activities.ErrDeadlinePassed, activities.ErrGrantExpired}
 
 // createRetryable: a create's error that Temporal would retry under the
 // create's options — not one of the activity's answers (an outcome unknown,
@@ -238,8 +230,12 @@ func (p *payment) resend(ctx workflow.Context) {
 		p.log.Error("re-send failed", "error", err)
 	case sent == sendRejected:
 		// Held like any FAILED after a re-send (decide): the create before
-		// may have made a transaction the lookup did not yet list.
-		p.decide(ctx, gateway.Transaction{OrderID: p.in.OrderID, Amount: p.in.Amount, Status: gateway.StatusFailed, Reason: p.state.Reason}, "create")
+		// may have made a transaction the lookup did not yet list. The
+		// search comes after the grace a re-send's own proof waits.
+		p.log.Info("re-send refused; searching the order's transactions before failing it", "reason", p.state.Reason)
+		p.heldFailed = &gateway.Transaction{OrderID: p.in.OrderID, Amount: p.in.Amount, Status: gateway.StatusFailed, Reason: p.state.Reason}
+		p.proofDue = workflow.Now(ctx).Add(p.proofGrace(true))
+		p.setStatus(ctx, "", status.PaymentUnknown)
 	case sent == sendUnreachable, sent == sendExpired, sent == sendLapsed:
 		// Not sent: nothing new at the gateway. Look again after the
 		// grace, until the deadline.

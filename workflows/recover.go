@@ -93,14 +93,16 @@ func (w *Workflows) Recover(ctx workflow.Context, in RecoverInput) (State, error
 	switch {
 	case p.outcome != nil:
 		return p.end(ctx, *p.outcome, "found by the recovery")
+	case len(p.keys) == 0 && p.state.LastLookup != nil && p.state.LastLookup.Result == lookupNotFound && r.Rejected != "":
+		// The latest create was refused and the gateway holds no
+		// transaction of the order: the refusal decides, as it does for
+		// PaymentWorkflow after its search.
+		p.state.Reason = r.Rejected
+		return p.settle(ctx, gateway.Transaction{OrderID: o.OrderID, Amount: o.Amount, Status: gateway.StatusFailed,
+			Reason: r.Rejected}, "gateway rejected the create (recovery)")
 	case !r.MaybeSent && len(p.keys) == 0 && p.state.LastLookup != nil && p.state.LastLookup.Result == lookupNotFound:
 		// No create can have reached the gateway and none ever will: no
 		// workflow is left to send one.
-		if r.Rejected != "" {
-			p.state.Reason = r.Rejected
-			return p.settle(ctx, gateway.Transaction{OrderID: o.OrderID, Amount: o.Amount, Status: gateway.StatusFailed,
-				Reason: r.Rejected}, "gateway rejected the create (recovery)")
-		}
 		return p.compensate(ctx, fmt.Sprintf("recovered: the order's workflow was gone with nothing at the gateway (%s)", o.Status))
 	}
 	switch p.await(ctx) {

@@ -15,21 +15,13 @@ import (
 	"github.com/payguard/payguard/workflows"
 )
 
-// A re-send's local try that ends retryably AFTER
-// its create left (record() could not write the answer for recordWithin,
-// 10 s; or the local try hit its StartToClose, RequestTimeout = 9 s; or
-// its worker died mid-create and the task re-ran) goes on as a regular
-// activity. By then the grant (grantLife, 5 s after its lookup) has lapsed,
-// so the regular try answers ErrGrantExpired from the worker's clock before
-// it ever reaches store.BeginAttempt: attempt #2 is still SENDING, possibly
-// on the wire. resend() reads sendLapsed as "not sent: nothing new at the
-// gateway" and sets proofDue to the SHORT answered grace (2 s); the lookup
-// then finds nothing (the create is still in flight), resend-2 is granted,
-// and BeginAttempt closes #2 UNKNOWN and lets #3 out beside it — a second
-// charge if #2 lands. The lapsed try is unknown instead. design.md §1: a create that may still be in flight
-// waits the full --unknown-grace before the lookup that may justify a
-// re-send ("at least the create activity's timeout ... plus
-// --unknown-grace after that record").
+// A re-send's local try that ends retryably after its create left (its
+// answer could not be recorded, or it timed out) goes on as a regular
+// activity, which finds the grant lapsed. The activity reports that
+// create unknown and unanswered (activities
+// TestALapsedReSendThatAnEarlierTrySentIsUnknown), so the lookup that may
+// grant the next re-send waits the full --unknown-grace: a create on the
+// wire is never re-sent beside after the short answered grace.
 func TestALapsedReSendAfterALocalTryThatMayHaveSentWaitsTheFullGrace(t *testing.T) {
 	r := newRun(t)
 	var at []time.Duration
@@ -45,11 +37,11 @@ func TestALapsedReSendAfterALocalTryThatMayHaveSentWaitsTheFullGrace(t *testing.
 	sentThenRecordFailed := func() (activities.RequestResult, error) {
 		return activities.RequestResult{}, errors.New("record answer: failed to connect to `host=127.0.0.1`: connection refused")
 	}
-	// The regular try: lapsed(in, time.Now()) refuses it before
-	// BeginAttempt, since the local try took longer than grantLife.
+	// The regular try: the grant lapsed, and the create it let out never
+	// came back with its answer.
 	lapsed := func() (activities.RequestResult, error) {
-		return activities.RequestResult{}, temporal.NewNonRetryableApplicationError("lapsed", activities.ErrGrantExpired,
-			errors.New("lapsed"), activities.RequestFailure{Attempt: 1})
+		return activities.RequestResult{}, temporal.NewNonRetryableApplicationError("unanswered", activities.ErrGatewayOutcomeUnknown,
+			errors.New("re-send resend-1 was sent by an earlier try that never came back with its answer"), activities.RequestFailure{Attempt: 1, Attempts: 2})
 	}
 	r.requestReturns(stamp(answered500(1)), stamp(sentThenRecordFailed), stamp(lapsed), stamp(accepted(3)))
 	r.lookupReturns(nothingFound, nothingFound, nothingFound, nothingFound, found(gateway.StatusSuccess))

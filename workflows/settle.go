@@ -61,10 +61,11 @@ func (p *payment) deadlinePassed(ctx workflow.Context, settle func(workflow.Cont
 	if p.outcome != nil {
 		return settle(ctx, *p.outcome, "found at the deadline")
 	}
-	if p.heldFailed != nil {
+	if p.heldFailed != nil && len(p.otherLive(p.heldFailed.TransactionKey)) == 0 {
 		// The gateway said FAILED; no search could look for another
 		// transaction before the deadline. Its word stands: a hidden one
-		// that charges later is refunded by its callback or the sweep.
+		// that charges later is refunded by its callback or the sweep. A
+		// transaction known live is not hidden: it is compensated.
 		return settle(ctx, *p.heldFailed, "FAILED answer; the order could not be searched before the deadline")
 	}
 	return p.compensate(ctx, "deadline passed without a definitive answer")
