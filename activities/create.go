@@ -237,8 +237,16 @@ func (a *Activities) refusedAt(ctx context.Context, in RequestInput, why string,
 	if err != nil {
 		return RequestResult{}, storeError(err)
 	}
-	i := slices.IndexFunc(attempts, func(x store.Attempt) bool { return x.Grant == in.Grant })
-	if i < 0 || attempts[i].Outcome == store.OutcomeUnreachable {
+	// The grant's latest create that may have left: one refused at the
+	// dial (UNREACHABLE) lets another out under the same grant.
+	i := -1
+	for j, x := range slices.Backward(attempts) {
+		if x.Grant == in.Grant && x.Outcome != store.OutcomeUnreachable {
+			i = j
+			break
+		}
+	}
+	if i < 0 {
 		return RequestResult{}, notSent(why, tries, len(attempts))
 	}
 	at := attempts[i]

@@ -24,13 +24,11 @@ import (
 // once.
 
 // An order whose workflow died after its granted re-send was refused: the
-// store holds the payment FAILED (the refusal is clean: the grant cleared the
+// store holds the payment UNKNOWN (a refused re-send proves nothing of the
 // first create, whose outcome was unknown) and the order still PENDING. The
 // first create did reach the gateway after all and was charged, its callback
-// lost. PaymentWorkflow would have failed the order at the refusal and the
-// charge would have been refunded as late; a recovery that confirms on the
-// SUCCESS is refused by the store (payment FAILED → SUCCESS), fails, and is
-// started again by every sweep: the stock held and the charge standing for ever.
+// lost. The recovery's search finds that charge and confirms the order on
+// it: the sale is kept, nothing refunded, the stock sold.
 func TestReconcileRecoveryOfRefusedPaymentWithLateCharge(t *testing.T) {
 	s := testenv.NewStack(t, quietSlow(), nil)
 	ctx := context.Background()
@@ -61,29 +59,28 @@ func TestReconcileRecoveryOfRefusedPaymentWithLateCharge(t *testing.T) {
 	o, err := s.Store.GetOrder(ctx, orderID)
 	require.NoError(t, err)
 	require.Equal(t, status.OrderPending, o.Status)
-	require.Equal(t, status.PaymentFailed, o.PaymentStatus)
-	// The workflow died here, before settling FAILED. Create #1 charges.
+	require.Equal(t, status.PaymentUnknown, o.PaymentStatus, "a refused re-send after an unknown create fails nothing yet")
+	// The workflow died here, before its search. Create #1 charges.
 	testenv.Resolve(t, s.Sim, first.TransactionKey, "SUCCESS", "", false)
 
 	f := onlyFinding(t, sweep(t, s))
 	require.Equal(t, activities.FindingWorkflowGone, f.Finding)
 	require.Equal(t, workflows.ResultStarted, f.Result)
 
-	// The recovery ends the order, money and stock matching: the charge is
-	// refunded, the stock released.
+	// The recovery ends the order on the charge: money and stock matching.
 	testenv.Eventually(t, 30*time.Second, func() bool { return !workflowOpen(t, orderID) }, "the recovery ended")
 	d, err := testenv.Temporal(t).DescribeWorkflow(ctx, workflows.PaymentWorkflowID(orderID), "")
 	require.NoError(t, err)
 	require.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, d.RawResponse.GetWorkflowExecutionInfo().GetStatus(), "the recovery never fails")
 	got, err := s.Store.GetOrder(ctx, orderID)
 	require.NoError(t, err)
-	assert.True(t, got.Status.Final(), "order %s", got.Status)
-	assert.NotEqual(t, status.OrderConfirmed, got.Status)
-	assert.Equal(t, store.ReservationReleased, got.Reservation)
-	assert.Equal(t, status.PaymentRefunded, got.PaymentStatus)
-	assert.Equal(t, int64(5), stockOf(t, s, "P1").Available)
-	assert.Equal(t, gateway.StatusCancelled, gatewayTx(t, s, first.TransactionKey).Status, "the charge refunded")
-	assert.Equal(t, 1, s.Sim.Stats().Orders[orderID].Refunded)
+	assert.Equal(t, status.OrderConfirmed, got.Status)
+	assert.Equal(t, status.PaymentSuccess, got.PaymentStatus)
+	assert.Equal(t, first.TransactionKey, got.TransactionKey)
+	assert.Equal(t, store.ReservationCommitted, got.Reservation)
+	assert.Equal(t, int64(4), stockOf(t, s, "P1").Available)
+	assert.Equal(t, gateway.StatusSuccess, gatewayTx(t, s, first.TransactionKey).Status, "the charge kept")
+	assert.Zero(t, s.Sim.Stats().Orders[orderID].Refunded)
 	assert.Equal(t, 1, s.Sim.Stats().Orders[orderID].CreateRequests, "a recovery never creates")
 
 	assert.Empty(t, sweep(t, s).Findings, "a second sweep finds nothing")

@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -67,10 +68,16 @@ func (p *payment) poll(ctx workflow.Context, search string) {
 			p.heldFailed = nil // the search's answers decide, or name a live transaction to wait for
 		}
 		p.onTransactions(ctx, res.Transactions, "lookup")
-		if p.searching && held != nil && held.TransactionKey == "" && len(res.Transactions) == 0 {
+		if p.searching && held != nil && held.TransactionKey == "" && p.outcome == nil && !p.anyOfTheOrder(res.Transactions) {
 			// A re-send the gateway refused, and no transaction of the
-			// order anywhere: the refusal decides.
-			p.decide(ctx, *held, "create")
+			// order anywhere: the refusal decides — once the grace after
+			// it has passed (a hint's or an early poll's search keeps it
+			// held), as the gateway may not list a transaction at once.
+			if now.Before(p.proofDue) {
+				p.heldFailed = held
+			} else {
+				p.decide(ctx, *held, "create")
+			}
 		}
 		p.searching = false
 	case isType(err, activities.ErrLookupUnavailable):
@@ -84,6 +91,11 @@ func (p *payment) poll(ctx workflow.Context, search string) {
 	default:
 		p.state.LastLookup = &Lookup{At: now, Result: lookupError, Detail: err.Error()}
 	}
+}
+
+// anyOfTheOrder: txs holds a transaction of this order.
+func (p *payment) anyOfTheOrder(txs []gateway.Transaction) bool {
+	return slices.ContainsFunc(txs, func(tx gateway.Transaction) bool { return tx.OrderID == p.in.OrderID })
 }
 
 // mine picks the transaction that speaks for the order: a SUCCESS first;
