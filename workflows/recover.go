@@ -88,21 +88,28 @@ func (w *Workflows) Recover(ctx workflow.Context, in RecoverInput) (State, error
 	p.record(ctx, activities.KindAnomaly, "recovery started: the order is open and its workflow was not running",
 		map[string]any{"order_status": string(o.Status), "payment_status": string(o.PaymentStatus), "transaction_keys": r.Keys})
 
+	refusal := gateway.Transaction{OrderID: o.OrderID, Amount: o.Amount, Status: gateway.StatusFailed, Reason: r.Rejected}
+	if r.Rejected != "" && r.MaybeSent {
+		// The latest create was refused after one that may have reached
+		// the gateway: held as PaymentWorkflow holds it (resend), decided
+		// by a search made after the grace that lists nothing.
+		p.state.Reason = r.Rejected
+		p.resends = 1
+		p.heldFailed = &refusal
+		p.proofDue = workflow.Now(ctx).Add(p.proofGrace(true))
+	}
 	// Every transaction of the order, whatever the database knew of.
 	p.poll(ctx, "the recovery's search")
 	switch {
 	case p.outcome != nil:
 		return p.end(ctx, *p.outcome, "found by the recovery")
-	case len(p.keys) == 0 && p.state.LastLookup != nil && p.state.LastLookup.Result == lookupNotFound && r.Rejected != "":
-		// The latest create was refused and the gateway holds no
-		// transaction of the order: the refusal decides, as it does for
-		// PaymentWorkflow after its search.
-		p.state.Reason = r.Rejected
-		return p.settle(ctx, gateway.Transaction{OrderID: o.OrderID, Amount: o.Amount, Status: gateway.StatusFailed,
-			Reason: r.Rejected}, "gateway rejected the create (recovery)")
 	case !r.MaybeSent && len(p.keys) == 0 && p.state.LastLookup != nil && p.state.LastLookup.Result == lookupNotFound:
 		// No create can have reached the gateway and none ever will: no
 		// workflow is left to send one.
+		if r.Rejected != "" {
+			p.state.Reason = r.Rejected
+			return p.settle(ctx, refusal, "gateway rejected the create (recovery)")
+		}
 		return p.compensate(ctx, fmt.Sprintf("recovered: the order's workflow was gone with nothing at the gateway (%s)", o.Status))
 	}
 	switch p.await(ctx) {
