@@ -6,10 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sony/gobreaker/v2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.temporal.io/sdk/testsuite"
 
 	"github.com/payguard/payguard/activities"
 	"github.com/payguard/payguard/internal/testenv"
@@ -36,9 +34,6 @@ func TestASignedFailedAfterA429IsNotLost(t *testing.T) {
 		c.PollInitial, c.PollMax = time.Second, 2*time.Second
 	})
 	ctx := context.Background()
-	var suite testsuite.WorkflowTestSuite
-	acts := suite.NewTestActivityEnvironment()
-	acts.RegisterActivity(s.Worker.Activities)
 
 	setStock(t, s, "P1", 5)
 	const orderID = "rvw-lost-0001"
@@ -50,12 +45,7 @@ func TestASignedFailedAfterA429IsNotLost(t *testing.T) {
 	testenv.PatchFaults(t, s.Sim, map[string]any{"create": map[string]any{"errorRate": 0}})
 	o := waitOrder(t, s, orderID, status.OrderPending, 30*time.Second)
 
-	testenv.PatchFaults(t, s.Sim, map[string]any{"lookup": map[string]any{"errorRate": 1, "errorStatus": 503}})
-	testenv.Eventually(t, 20*time.Second, func() bool {
-		_, _ = acts.ExecuteActivity(s.Worker.Activities.LookupPayment, activities.LookupInput{OrderID: orderID, TransactionKey: o.TransactionKey})
-		return s.Worker.Breaker.State() == gobreaker.StateOpen
-	}, "the lookup breaker opens")
-	testenv.PatchFaults(t, s.Sim, map[string]any{"lookup": map[string]any{"errorRate": 0}})
+	openLookupBreaker(t, s, orderID, o.TransactionKey)
 
 	testenv.Resolve(t, s.Sim, o.TransactionKey, "FAILED", "LIMIT_EXCEEDED", true)
 	tc := testenv.Temporal(t)

@@ -6,10 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sony/gobreaker/v2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.temporal.io/sdk/testsuite"
 
 	"github.com/payguard/payguard/activities"
 	"github.com/payguard/payguard/internal/testenv"
@@ -38,9 +36,6 @@ func TestAHeldFailedIsSearchedWhenTheBreakerAllows(t *testing.T) {
 		c.PollInitial, c.PollMax = 5*time.Minute, 5*time.Minute
 	})
 	ctx := context.Background()
-	var suite testsuite.WorkflowTestSuite
-	acts := suite.NewTestActivityEnvironment()
-	acts.RegisterActivity(s.Worker.Activities)
 
 	setStock(t, s, "P1", 5)
 	const orderID = "held-failed-0001"
@@ -60,12 +55,7 @@ func TestAHeldFailedIsSearchedWhenTheBreakerAllows(t *testing.T) {
 	}, "the re-send accepted")
 	require.Equal(t, status.OrderPending, o.Status)
 
-	testenv.PatchFaults(t, s.Sim, map[string]any{"lookup": map[string]any{"errorRate": 1, "errorStatus": 503}})
-	testenv.Eventually(t, 20*time.Second, func() bool {
-		_, _ = acts.ExecuteActivity(s.Worker.Activities.LookupPayment, activities.LookupInput{OrderID: orderID, TransactionKey: o.TransactionKey})
-		return s.Worker.Breaker.State() == gobreaker.StateOpen
-	}, "the lookup breaker opens")
-	testenv.PatchFaults(t, s.Sim, map[string]any{"lookup": map[string]any{"errorRate": 0}})
+	openLookupBreaker(t, s, orderID, o.TransactionKey)
 	testenv.Resolve(t, s.Sim, o.TransactionKey, "FAILED", "LIMIT_EXCEEDED", true)
 
 	// Well before the deadline: the breaker's 3 s, a trial, and the settle.

@@ -7,12 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sony/gobreaker/v2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
 
 	"github.com/payguard/payguard/activities"
 	"github.com/payguard/payguard/internal/testenv"
@@ -242,4 +244,20 @@ func anomalies(t *testing.T, st *store.Store, orderID string) []string {
 		}
 	}
 	return out
+}
+
+// openLookupBreaker trips the worker's lookup breaker with lookups of the
+// order (its transaction key) against a gateway answering them 503, then
+// heals the gateway: the breaker stays open for its OpenFor.
+func openLookupBreaker(t *testing.T, s *testenv.Stack, orderID, key string) {
+	t.Helper()
+	var suite testsuite.WorkflowTestSuite
+	acts := suite.NewTestActivityEnvironment()
+	acts.RegisterActivity(s.Worker.Activities)
+	testenv.PatchFaults(t, s.Sim, map[string]any{"lookup": map[string]any{"errorRate": 1, "errorStatus": 503}})
+	testenv.Eventually(t, 20*time.Second, func() bool {
+		_, _ = acts.ExecuteActivity(s.Worker.Activities.LookupPayment, activities.LookupInput{OrderID: orderID, TransactionKey: key})
+		return s.Worker.Breaker.State() == gobreaker.StateOpen
+	}, "the lookup breaker opens")
+	testenv.PatchFaults(t, s.Sim, map[string]any{"lookup": map[string]any{"errorRate": 0}})
 }

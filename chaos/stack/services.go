@@ -106,17 +106,7 @@ func (t *Temporal) start(ctx context.Context) error {
 	if err := t.proc.Start(); err != nil {
 		return err
 	}
-	return t.proc.WaitFor(ctx, 2*time.Minute, "frontend", func(ctx context.Context) bool {
-		cl, err := t.dialOnce(ctx)
-		if err != nil {
-			return false
-		}
-		defer cl.Close()
-		ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		defer cancel()
-		_, err = cl.CheckHealth(ctx, &client.CheckHealthRequest{})
-		return err == nil
-	})
+	return t.proc.WaitFor(ctx, 2*time.Minute, "frontend", temporalserver.FrontendHealthy(t.dialOnce))
 }
 
 func (t *Temporal) dialOnce(ctx context.Context) (client.Client, error) {

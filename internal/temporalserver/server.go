@@ -114,8 +114,15 @@ func (s *Server) start(ctx context.Context) error {
 	if err := s.proc.Start(); err != nil {
 		return err
 	}
-	return s.proc.WaitFor(ctx, startWithin, "frontend", func(ctx context.Context) bool {
-		cl, err := s.dialOnce(ctx)
+	return s.proc.WaitFor(ctx, startWithin, "frontend", FrontendHealthy(s.dialOnce))
+}
+
+// FrontendHealthy is a readiness check for process.WaitFor: a fresh client
+// from dial answers the frontend's health check. A dev server and the real
+// server are both ready by it.
+func FrontendHealthy(dial func(context.Context) (client.Client, error)) func(context.Context) bool {
+	return func(ctx context.Context) bool {
+		cl, err := dial(ctx)
 		if err != nil {
 			return false
 		}
@@ -124,7 +131,7 @@ func (s *Server) start(ctx context.Context) error {
 		defer cancel()
 		_, err = cl.CheckHealth(ctx, &client.CheckHealthRequest{})
 		return err == nil
-	})
+	}
 }
 
 func (s *Server) dialOnce(ctx context.Context) (client.Client, error) {
