@@ -232,7 +232,10 @@ func (p *payment) drainLate(ctx workflow.Context) {
 			continue // the answer the earlier run settled, delivered again
 		}
 		ours := p.state.Status == status.OrderConfirmed && cb.TransactionKey == p.state.TransactionKey
-		if cb.Status == gateway.StatusSuccess && cb.OrderID == p.in.OrderID && !ours && !slices.Contains(p.compensated, cb.TransactionKey) {
+		// One of another amount is not the order's (ofTheOrder): onCallback
+		// records it, and its money is left alone, as the sweep leaves it.
+		if cb.Status == gateway.StatusSuccess && cb.OrderID == p.in.OrderID && cb.Amount == p.in.Amount && !ours &&
+			!slices.Contains(p.compensated, cb.TransactionKey) {
 			p.record(ctx, activities.KindAnomaly, "SUCCESS arrived after the order was settled "+string(p.state.Status)+"; refunding",
 				map[string]any{"transaction_key": cb.TransactionKey})
 			if _, err := p.cancelAtGateway(ctx, []string{cb.TransactionKey}, false); err == nil && p.state.Status != status.OrderConfirmed {
