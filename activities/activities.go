@@ -293,10 +293,17 @@ func (a *Activities) CancelPayments(ctx context.Context, in CancelInput) (Cancel
 	ctx = gateway.WithUser(ctx, in.UserID)
 	keys := append([]string(nil), in.TransactionKeys...)
 	var searchedAt time.Time
+	var amount int64 // the order's, when the search may find what is not of it
 	if in.SearchByOrder {
+		o, err := a.store.GetOrder(ctx, in.OrderID)
+		switch {
+		case err == nil:
+			amount = o.Amount
+		case !errors.Is(err, store.ErrNotFound):
+			return CancelResult{}, storeError(err)
+		}
 		// The database's clock before the search: a create answered after
 		// it may have reached the gateway after the search looked.
-		var err error
 		if searchedAt, err = a.store.Now(ctx); err != nil {
 			return CancelResult{}, fmt.Errorf("read the database's clock: %w", err)
 		}
@@ -321,6 +328,14 @@ func (a *Activities) CancelPayments(ctx context.Context, in CancelInput) (Cancel
 		before, err := a.gateway.Payment(ctx, key)
 		if err != nil {
 			return CancelResult{}, retryable(ErrLookupFailed, err)
+		}
+		if amount != 0 && before.Amount != amount && !slices.Contains(in.TransactionKeys, key) {
+			// Found by the search, of another amount: not the order's
+			// (ofTheOrder), so neither cancelled nor counted as its refund;
+			// the sweep flags it.
+			activity.GetLogger(ctx).Warn("transaction of another amount under the order's id left alone", "order_id", in.OrderID,
+				"transaction_key", key, "amount", before.Amount, "order_amount", amount)
+			continue
 		}
 		start := time.Now()
 		tx, err := a.gateway.Cancel(ctx, key)

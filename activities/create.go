@@ -224,13 +224,16 @@ func lapsed(in RequestInput, now time.Time) string {
 }
 
 // refusedAt answers a create refused at its deadline or its grant (why).
-// A re-send whose grant already let a create out — an earlier try of it
-// recorded one and never came back with the answer — is not "not sent":
+// A create whose earlier try already let one out under the same grant ("":
+// the first create) — recorded, and never back with the answer: a
+// timeout, a worker lost, the answer not recorded while the database was
+// away; or a keyed create retried until its deadline — is not "not sent":
 // that create's answer is reported, and one that may still be on the wire
-// is an unknown outcome, whose lookup waits the full grace.
+// or listed late is an unknown outcome, whose lookup waits the full grace
+// (at the deadline too: the last lookup waits for it).
 func (a *Activities) refusedAt(ctx context.Context, in RequestInput, why string, count int) (RequestResult, error) {
 	tries := int(activity.GetInfo(ctx).Attempt)
-	if why != store.RefusedGrant || in.Grant == "" {
+	if why == store.RefusedGrant && in.Grant == "" {
 		return RequestResult{}, notSent(why, tries, count)
 	}
 	attempts, err := a.store.Attempts(ctx, in.OrderID)
@@ -252,6 +255,9 @@ func (a *Activities) refusedAt(ctx context.Context, in RequestInput, why string,
 	at := attempts[i]
 	if at.Outcome == "" {
 		at.Detail = "re-send " + in.Grant + " was sent by an earlier try that never came back with its answer"
+		if in.Grant == "" {
+			at.Detail = "the create was sent by an earlier try that never came back with its answer"
+		}
 	}
 	return a.report(ctx, in, at, len(attempts), 0, false, false, false)
 }

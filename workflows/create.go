@@ -136,6 +136,7 @@ func (p *payment) send(ctx workflow.Context, grant string, grantExpires time.Tim
 func (p *payment) unknown(ctx workflow.Context, answered bool, err error) sendResult {
 	p.maybeAtGateway = true
 	p.proofDue = workflow.Now(ctx).Add(p.proofGrace(answered))
+	p.listedBy = p.proofDue
 	p.setStatus(ctx, status.OrderPending, status.PaymentUnknown)
 	p.log.Warn("create outcome unknown; looking the order up instead of re-sending", "error", err)
 	return sendUnknown
@@ -235,6 +236,7 @@ func (p *payment) resend(ctx workflow.Context) {
 		p.log.Info("re-send refused; searching the order's transactions before failing it", "reason", p.state.Reason)
 		p.heldFailed = &gateway.Transaction{OrderID: p.in.OrderID, Amount: p.in.Amount, Status: gateway.StatusFailed, Reason: p.state.Reason}
 		p.proofDue = workflow.Now(ctx).Add(p.proofGrace(true))
+		p.listedBy = p.proofDue
 		p.setStatus(ctx, "", status.PaymentUnknown)
 	case sent == sendUnreachable, sent == sendExpired, sent == sendLapsed:
 		// Not sent: nothing new at the gateway. Look again after the

@@ -54,6 +54,7 @@ func (p *payment) settle(ctx workflow.Context, tx gateway.Transaction, cause str
 // p.end) what it found, or compensate.
 func (p *payment) deadlinePassed(ctx workflow.Context, settle func(workflow.Context, gateway.Transaction, string) (State, error)) (State, error) {
 	p.log.Info("deadline passed; last lookup before compensation")
+	p.awaitListing(ctx)
 	p.drainCallbacks(ctx)
 	if p.outcome == nil {
 		p.poll(ctx, "")
@@ -69,6 +70,25 @@ func (p *payment) deadlinePassed(ctx workflow.Context, settle func(workflow.Cont
 		return settle(ctx, *p.heldFailed, "FAILED answer; the order could not be searched before the deadline")
 	}
 	return p.compensate(ctx, "deadline passed without a definitive answer")
+}
+
+// awaitListing holds the deadline's last lookup until the gateway lists
+// what the latest create that may have reached it made (listedBy, its
+// grace): a lookup or search inside that grace may miss the transaction,
+// and the order would then be failed or compensated while it charges. The
+// deadline bounds creates, not this wait; a callback that decides ends it.
+func (p *payment) awaitListing(ctx workflow.Context) {
+	wait := p.listedBy.Sub(workflow.Now(ctx))
+	if wait <= 0 || p.outcome != nil {
+		return
+	}
+	timer := workflow.NewTimerWithOptions(ctx, wait, workflow.TimerOptions{Summary: "the latest create's grace, past the deadline"})
+	for done := false; !done && p.outcome == nil && ctx.Err() == nil; {
+		sel := workflow.NewSelector(ctx)
+		sel.AddFuture(timer, func(workflow.Future) { done = true })
+		sel.AddReceive(p.callbacks, func(workflow.ReceiveChannel, bool) { p.drainCallbacks(ctx) })
+		sel.Select(ctx)
+	}
 }
 
 // cancelled is an operator's cancel: compensate, then end as cancelled.
@@ -212,7 +232,10 @@ func (p *payment) drainLate(ctx workflow.Context) {
 			continue // the answer the earlier run settled, delivered again
 		}
 		ours := p.state.Status == status.OrderConfirmed && cb.TransactionKey == p.state.TransactionKey
-		if cb.Status == gateway.StatusSuccess && cb.OrderID == p.in.OrderID && !ours && !slices.Contains(p.compensated, cb.TransactionKey) {
+		// One of another amount is not the order's (ofTheOrder): onCallback
+		// records it, and its money is left alone, as the sweep leaves it.
+		if cb.Status == gateway.StatusSuccess && cb.OrderID == p.in.OrderID && cb.Amount == p.in.Amount && !ours &&
+			!slices.Contains(p.compensated, cb.TransactionKey) {
 			p.record(ctx, activities.KindAnomaly, "SUCCESS arrived after the order was settled "+string(p.state.Status)+"; refunding",
 				map[string]any{"transaction_key": cb.TransactionKey})
 			if _, err := p.cancelAtGateway(ctx, []string{cb.TransactionKey}, false); err == nil && p.state.Status != status.OrderConfirmed {

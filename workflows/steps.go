@@ -28,6 +28,7 @@ type payment struct {
 	closed         map[string]bool      // those known FAILED or CANCELLED: nothing left to cancel
 	maybeAtGateway bool                 // a create was accepted or may have been
 	proofDue       time.Time            // from when a lookup that finds nothing justifies a re-send
+	listedBy       time.Time            // when the gateway lists what the latest create that may have reached it made
 	outcome        *gateway.Transaction // the first definitive answer
 	compensated    []string             // transactions cancelled by compensation
 	recalled       *gateway.Transaction // the answer an earlier run of the first task settled (recall)

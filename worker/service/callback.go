@@ -147,8 +147,15 @@ func (h *callbackHandler) readOrder(w http.ResponseWriter, r *http.Request, body
 func (h *callbackHandler) settled(ctx context.Context, w http.ResponseWriter, order store.Order, cb gateway.Transaction) {
 	reason := fmt.Sprintf("order already %s", order.Status)
 	detail := map[string]any{"transaction_key": cb.TransactionKey, "status": cb.Status, "order_status": string(order.Status)}
-	refund := cb.Status == gateway.StatusSuccess &&
+	// One of another amount is not the order's: left as the sweep leaves
+	// it (flagged, money untouched), never refunded as the order's charge.
+	otherAmount := cb.Amount != order.Amount
+	refund := cb.Status == gateway.StatusSuccess && !otherAmount &&
 		!(order.Status == status.OrderConfirmed && order.TransactionKey == cb.TransactionKey)
+	if otherAmount {
+		reason += fmt.Sprintf("; amount %d is not the order's %d: not its charge, left as it is", cb.Amount, order.Amount)
+		detail["amount"], detail["order_amount"] = cb.Amount, order.Amount
+	}
 	if refund {
 		in := workflows.RefundInput{OrderID: order.OrderID, UserID: order.UserID, TransactionKey: cb.TransactionKey, Amount: cb.Amount,
 			Cause: "SUCCESS callback after the order was " + string(order.Status), MarkPayment: order.Status != status.OrderConfirmed}
