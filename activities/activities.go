@@ -163,6 +163,8 @@ func (a *Activities) LookupPayment(ctx context.Context, in LookupInput) (LookupR
 	}
 	start := time.Now()
 	var res LookupResult
+	// One gateway call a breaker call: a fleet breaker's lease is sized
+	// for one (MaxCallTime), and a half-open trial must not outlive it.
 	err := a.lookups.Do(func() error {
 		if in.TransactionKey != "" {
 			tx, err := a.gateway.Payment(ctx, in.TransactionKey)
@@ -170,24 +172,20 @@ func (a *Activities) LookupPayment(ctx context.Context, in LookupInput) (LookupR
 			return err
 		}
 		txs, err := a.gateway.PaymentsByOrder(ctx, in.OrderID)
-		if err != nil {
-			return err
-		}
-		// Its lines carry no amount: each is read by key, so that only
-		// the order's own amount can speak for it (ofTheOrder).
-		for i, tx := range txs.Transactions {
-			if tx.Amount != 0 {
-				continue
-			}
-			full, err := a.gateway.Payment(ctx, tx.TransactionKey)
-			if err != nil {
-				return err
-			}
-			txs.Transactions[i].Amount = full.Amount
-		}
 		res = LookupResult{Transactions: txs.Transactions}
-		return nil
+		return err
 	})
+	// The by-order lines carry no amount: each is read by key, so that
+	// only the order's own amount can speak for it (ofTheOrder).
+	for i := 0; err == nil && i < len(res.Transactions); i++ {
+		if tx := &res.Transactions[i]; tx.Amount == 0 {
+			err = a.lookups.Do(func() error {
+				full, err := a.gateway.Payment(ctx, tx.TransactionKey)
+				tx.Amount = full.Amount
+				return err
+			})
+		}
+	}
 	took := time.Since(start)
 	var open *breaker.OpenError
 	switch {
