@@ -43,6 +43,10 @@ type climber struct {
 	o      Options
 	cl     client.Client
 	ledger *store.Store
+	// dial connects the baselines' worker to Temporal on a connection of
+	// its own, as payguard's worker process has: not beside the load
+	// generator's starts and waits on cl.
+	dial func(context.Context) (client.Client, error)
 	// workerHTTP is payguard's worker's address, for its CPU profile.
 	workerHTTP string
 	say        func(format string, a ...any)
@@ -117,7 +121,12 @@ func (c *climber) step(ctx context.Context, l *ladder, rate float64) error {
 	}
 	if l.baseline {
 		// No-op tasks are served by this process during their steps only.
-		w, err := startBaselineWorker(c.cl)
+		wc, err := c.dial(ctx)
+		if err != nil {
+			return err
+		}
+		defer wc.Close()
+		w, err := startBaselineWorker(wc)
 		if err != nil {
 			return err
 		}

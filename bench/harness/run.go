@@ -270,7 +270,7 @@ func run(ctx context.Context, o Options, stdout io.Writer) error {
 			return err
 		}
 		rep.QuietWaitSec = round2(waited.Seconds())
-		c := &climber{o: o, cl: st.Client, ledger: ledger, workerHTTP: w.HTTPAddr, say: say, overloaded: &overloaded,
+		c := &climber{o: o, cl: st.Client, dial: st.Temporal.Dial, ledger: ledger, workerHTTP: w.HTTPAddr, say: say, overloaded: &overloaded,
 			settle: func(before string) error { _, err := settle(before); return err }}
 		if err := c.climb(ctx, ladders); err != nil {
 			return err
