@@ -97,6 +97,10 @@ func (w *Workflows) Recover(ctx workflow.Context, in RecoverInput) (State, error
 		p.resends = 1
 		p.heldFailed = &refusal
 		p.proofDue = workflow.Now(ctx).Add(p.proofGrace(true))
+		// The deadline's last search waits for it too (deadlinePassed): a
+		// recovery past its order's deadline lives one --poll-max, which
+		// may be shorter.
+		p.listedBy = p.proofDue
 	}
 	// Every transaction of the order, whatever the database knew of.
 	p.poll(ctx, "the recovery's search")
