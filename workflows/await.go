@@ -92,8 +92,12 @@ func (p *payment) pollTimer(ctx workflow.Context, d time.Duration) (workflow.Fut
 // the lookup that may justify a re-send: to proofDue, or, once that has
 // passed without a lookup that answered (the gateway unreachable), at the
 // re-send's pace rather than the regular backoff. An open lookup breaker
-// keeps its own time (nextPoll).
+// keeps its own time (nextPoll). A FAILED held for a search (decide) is
+// searched once the latest create's grace (listedBy) has passed.
 func (p *payment) pollIn(ctx workflow.Context, d time.Duration) time.Duration {
+	if due := p.listedBy.Sub(workflow.Now(ctx)); p.heldFailed != nil && due > 0 {
+		d = min(d, due) // a FAILED held until the latest create's grace has passed (decide)
+	}
 	if p.proofDue.IsZero() || len(p.keys) > 0 || p.state.TransactionKey != "" {
 		return d
 	}

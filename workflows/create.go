@@ -229,6 +229,12 @@ func (p *payment) resend(ctx workflow.Context) {
 	switch {
 	case err != nil:
 		p.log.Error("re-send failed", "error", err)
+	case sent == sendAccepted:
+		// A FAILED answer for it is held for a search by order id (decide),
+		// made once this grace has passed: the create before may have
+		// made a transaction the gateway does not list yet, as after a
+		// refusal below.
+		p.listedBy = workflow.Now(ctx).Add(p.proofGrace(true))
 	case sent == sendRejected:
 		// Held like any FAILED after a re-send (decide): the create before
 		// may have made a transaction the lookup did not yet list. The

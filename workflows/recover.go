@@ -89,14 +89,24 @@ func (w *Workflows) Recover(ctx workflow.Context, in RecoverInput) (State, error
 		map[string]any{"order_status": string(o.Status), "payment_status": string(o.PaymentStatus), "transaction_keys": r.Keys})
 
 	refusal := gateway.Transaction{OrderID: o.OrderID, Amount: o.Amount, Status: gateway.StatusFailed, Reason: r.Rejected}
-	if r.Rejected != "" && r.MaybeSent {
-		// The latest create was refused after one that may have reached
-		// the gateway: held as PaymentWorkflow holds it (resend), decided
-		// by a search made after the grace that lists nothing.
+	if r.Rejected != "" {
+		// The latest create was refused: held, decided by a search that
+		// lists nothing of the order (poll) — or, when none can be made
+		// before the deadline, by deadlinePassed — never left for the
+		// deadline's compensation.
 		p.state.Reason = r.Rejected
-		p.resends = 1
 		p.heldFailed = &refusal
+	}
+	if r.Rejected != "" && r.MaybeSent {
+		// Refused after a create that may have reached the gateway: held
+		// as PaymentWorkflow holds it (resend), decided by a search made
+		// after the grace.
+		p.resends = 1
 		p.proofDue = workflow.Now(ctx).Add(p.proofGrace(true))
+		// The deadline's last search waits for it too (deadlinePassed): a
+		// recovery past its order's deadline lives one --poll-max, which
+		// may be shorter.
+		p.listedBy = p.proofDue
 	}
 	// Every transaction of the order, whatever the database knew of.
 	p.poll(ctx, "the recovery's search")

@@ -59,6 +59,11 @@ func (p *payment) deadlinePassed(ctx workflow.Context, settle func(workflow.Cont
 	if p.outcome == nil {
 		p.poll(ctx, "")
 	}
+	if p.cancelTakes(ctx) {
+		// An operator's cancel ended the grace's wait or the last lookup:
+		// it is the operator's, not the deadline's (store.CauseOperatorCancel).
+		return p.cancelled(ctx)
+	}
 	if p.outcome != nil {
 		return settle(ctx, *p.outcome, "found at the deadline")
 	}
