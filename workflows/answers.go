@@ -183,7 +183,7 @@ func (p *payment) decide(ctx workflow.Context, tx gateway.Transaction, source st
 			detail["live_transaction_keys"] = live
 			p.record(ctx, activities.KindAnomaly, "FAILED answer while another transaction of the order is live; waiting for it", detail)
 			return
-		case tx.Status == gateway.StatusFailed && p.resends > 0 && (!p.searching || workflow.Now(ctx).Before(p.listedBy)):
+		case tx.Status == gateway.StatusFailed && p.resends > 0 && (!p.searching || p.state.LastLookup.At.Before(p.listedBy)):
 			// A create was re-sent after one whose outcome was unknown:
 			// that one may have made a transaction no answer named (a 500
 			// after creating it). The order's transactions decide, found
@@ -192,8 +192,10 @@ func (p *payment) decide(ctx workflow.Context, tx gateway.Transaction, source st
 			// refused — are no reason.) A search that cannot be made now
 			// leaves the answer held: the next poll searches again, and at
 			// the deadline the held FAILED settles the order (deadlinePassed).
-			// A search inside the latest create's grace (listedBy: a hint's)
-			// decides nothing either: it may miss what the first made.
+			// A search asked inside the latest create's grace (listedBy: a
+			// hint's) decides nothing either, however late its answer is
+			// read (LastLookup.At is when it was asked): it may miss what
+			// the first made.
 			p.log.Info("FAILED answer after a re-send; searching the order's transactions first", "source", source,
 				"transaction_key", tx.TransactionKey, "resends", p.resends)
 			held := tx
