@@ -79,6 +79,14 @@ func (p *payment) poll(ctx workflow.Context, search string) {
 				p.decide(ctx, *held, "create")
 			}
 		}
+		if p.searching && held != nil && held.TransactionKey != "" && p.outcome == nil && p.heldFailed == nil &&
+			!slices.ContainsFunc(res.Transactions, func(tx gateway.Transaction) bool { return tx.TransactionKey == held.TransactionKey }) {
+			// The gateway said FAILED for a transaction this search does
+			// not list (it lists a transaction only a while after making
+			// it): the search says nothing of that answer, which stays
+			// held — decided by a later search, or at the deadline.
+			p.heldFailed = held
+		}
 		p.searching = false
 	case isType(err, activities.ErrLookupUnavailable):
 		// "We cannot look right now" — not "the payment failed".
