@@ -162,6 +162,7 @@ func (a *Activities) LookupPayment(ctx context.Context, in LookupInput) (LookupR
 		endpoint = "lookup-by-order"
 	}
 	start := time.Now()
+	called := start // when the latest breaker call began: a refusal is timed from it
 	var res LookupResult
 	// One gateway call a breaker call: a fleet breaker's lease is sized
 	// for one (MaxCallTime), and a half-open trial must not outlive it.
@@ -179,6 +180,7 @@ func (a *Activities) LookupPayment(ctx context.Context, in LookupInput) (LookupR
 	// only the order's own amount can speak for it (ofTheOrder).
 	for i := 0; err == nil && i < len(res.Transactions); i++ {
 		if tx := &res.Transactions[i]; tx.Amount == 0 {
+			called = time.Now()
 			err = a.lookups.Do(func() error {
 				full, err := a.gateway.Payment(ctx, tx.TransactionKey)
 				tx.Amount = full.Amount
@@ -190,8 +192,11 @@ func (a *Activities) LookupPayment(ctx context.Context, in LookupInput) (LookupR
 	var open *breaker.OpenError
 	switch {
 	case errors.As(err, &open):
-		defer a.refused(endpoint, open, start)
-		a.observe.GatewayCall(endpoint, OutcomeBreakerOpen, took)
+		// Timed from the refused call, not the lookup: a read by key
+		// refused after the search went to the gateway is still an
+		// answer from memory (payguard_breaker_refusal_duration_seconds).
+		defer a.refused(endpoint, open, called)
+		a.observe.GatewayCall(endpoint, OutcomeBreakerOpen, time.Since(called))
 		delay, _ := breaker.RetryDelay(err)
 		return LookupResult{}, temporal.NewApplicationErrorWithOptions("lookup unavailable: "+err.Error(), ErrLookupUnavailable,
 			temporal.ApplicationErrorOptions{NonRetryable: true, Category: temporal.ApplicationErrorCategoryBenign,

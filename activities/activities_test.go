@@ -35,6 +35,7 @@ type rig struct {
 	mu      sync.Mutex
 	changes []string
 	calls   map[string]int
+	refusal []time.Duration // each breaker refusal's time inside its activity
 }
 
 type observer struct{ r *rig }
@@ -45,10 +46,11 @@ func (o observer) GatewayCall(endpoint, outcome string, _ time.Duration) {
 	o.r.calls[endpoint+"/"+outcome]++
 }
 
-func (o observer) BreakerRefused(endpoint, state string, _ time.Duration) {
+func (o observer) BreakerRefused(endpoint, state string, took time.Duration) {
 	o.r.mu.Lock()
 	defer o.r.mu.Unlock()
 	o.r.calls[endpoint+"/refused/"+state]++
+	o.r.refusal = append(o.r.refusal, took)
 }
 
 func (o observer) ChargeRefunded() {

@@ -79,6 +79,14 @@ func (p *payment) poll(ctx workflow.Context, search string) {
 				p.decide(ctx, *held, "create")
 			}
 		}
+		if p.searching && held != nil && held.TransactionKey != "" && p.outcome == nil && p.heldFailed == nil &&
+			!slices.ContainsFunc(res.Transactions, func(tx gateway.Transaction) bool { return tx.TransactionKey == held.TransactionKey }) {
+			// The gateway said FAILED for a transaction this search does
+			// not list (it lists a transaction only a while after making
+			// it): the search says nothing of that answer, which stays
+			// held — decided by a later search, or at the deadline.
+			p.heldFailed = held
+		}
 		p.searching = false
 	case isType(err, activities.ErrLookupUnavailable):
 		// "We cannot look right now" — not "the payment failed".
@@ -183,7 +191,7 @@ func (p *payment) decide(ctx workflow.Context, tx gateway.Transaction, source st
 			detail["live_transaction_keys"] = live
 			p.record(ctx, activities.KindAnomaly, "FAILED answer while another transaction of the order is live; waiting for it", detail)
 			return
-		case tx.Status == gateway.StatusFailed && p.resends > 0 && (!p.searching || workflow.Now(ctx).Before(p.listedBy)):
+		case tx.Status == gateway.StatusFailed && p.resends > 0 && (!p.searching || p.state.LastLookup.At.Before(p.listedBy)):
 			// A create was re-sent after one whose outcome was unknown:
 			// that one may have made a transaction no answer named (a 500
 			// after creating it). The order's transactions decide, found
@@ -192,8 +200,10 @@ func (p *payment) decide(ctx workflow.Context, tx gateway.Transaction, source st
 			// refused — are no reason.) A search that cannot be made now
 			// leaves the answer held: the next poll searches again, and at
 			// the deadline the held FAILED settles the order (deadlinePassed).
-			// A search inside the latest create's grace (listedBy: a hint's)
-			// decides nothing either: it may miss what the first made.
+			// A search asked inside the latest create's grace (listedBy: a
+			// hint's) decides nothing either, however late its answer is
+			// read (LastLookup.At is when it was asked): it may miss what
+			// the first made.
 			p.log.Info("FAILED answer after a re-send; searching the order's transactions first", "source", source,
 				"transaction_key", tx.TransactionKey, "resends", p.resends)
 			held := tx

@@ -108,6 +108,15 @@ func (w *Workflows) Recover(ctx workflow.Context, in RecoverInput) (State, error
 		// may be shorter.
 		p.listedBy = p.proofDue
 	}
+	if r.MaybeSent && len(r.Keys) == 0 && r.Rejected == "" {
+		// The latest create that may have reached the gateway has no
+		// answer (unknown, or still SENDING): the gateway may list its
+		// transaction up to the full unknown grace after it left, and when
+		// that was the recovery does not know. Its deadline's last search
+		// waits a full grace from its start (deadlinePassed), as
+		// PaymentWorkflow's waits for the create's.
+		p.listedBy = workflow.Now(ctx).Add(p.proofGrace(false))
+	}
 	// Every transaction of the order, whatever the database knew of.
 	p.poll(ctx, "the recovery's search")
 	switch {
