@@ -102,4 +102,12 @@ func TestRecoveryReadsAnAcceptedReSend(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 1, got.Resends, "the second create was re-sent under a grant")
 	assert.Equal(t, []string{"20261130:TR:0000t2"}, got.Keys)
+
+	// Reserve again (an operator's reset to the first task) reads it too
+	// (workflows TestARunAgainAfterAnAcceptedReSendSearchesBeforeFailing).
+	v, err := r.env.ExecuteActivity(r.acts.Reserve, activities.ReserveInput{OrderID: "accepted-resend", ProductID: "P1", Quantity: 2, Amount: 5000, UserID: "u1"})
+	require.NoError(t, err)
+	var held activities.ReserveResult
+	require.NoError(t, v.Get(&held))
+	assert.Equal(t, 1, held.Resends, "the run again holds a FAILED after the re-send for a search")
 }

@@ -124,9 +124,8 @@ type RecoveryOrder struct {
 	// still SENDING), so compensation must search the gateway by order id.
 	MaybeSent bool `json:"maybeSent"`
 	// Resends counts the creates sent under a grant (re-sent after a
-	// create whose outcome was unknown) that may have reached the gateway:
-	// the recovery holds a FAILED for such a one's transaction as
-	// PaymentWorkflow does (decide), for a search by order id.
+	// create whose outcome was unknown): the recovery holds a FAILED after
+	// them as PaymentWorkflow does (decide), for a search by order id.
 	Resends int `json:"resends,omitempty"`
 	// Rejected is the gateway's code when the order's latest create was
 	// refused: the payment failed, unless an earlier create may have
@@ -373,10 +372,8 @@ func (w *Sweeper) ReadRecoveryOrder(ctx context.Context, orderID string) (Recove
 		if a.MaybeSent() {
 			r.MaybeSent = true
 		}
-		if a.Grant != "" && a.MaybeSent() {
-			r.Resends++ // a re-send that may have reached the gateway
-		}
 	}
+	r.Resends = resends(attempts)
 	if n := len(attempts); n > 0 && attempts[n-1].Outcome == store.OutcomeRejected {
 		r.Rejected = attempts[n-1].Reason
 	}

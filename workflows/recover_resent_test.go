@@ -84,3 +84,26 @@ func TestARecoveryAfterAnAcceptedReSendSearchesBeforeFailing(t *testing.T) {
 		})
 	}
 }
+
+// An operator's reset to the first task of an order held after an accepted
+// re-send (#1 answered 500, #2 ACCEPTED under resend-1 as T2; the first run
+// held T2's FAILED for a search): the run again read the order back with
+// resends = 0, its create reported T2, and the first poll by T2's key
+// (FAILED) settled the order FAILED without a search. T1, SUCCESS at the
+// gateway and listed by then, was refunded by the sweep as a late charge:
+// charged, then refunded. Reserve now reads the re-sends (Resends) and the
+// run holds the FAILED as the first run did.
+func TestARunAgainAfterAnAcceptedReSendSearchesBeforeFailing(t *testing.T) {
+	r := newRun(t)
+	r.reserveSet = true
+	r.env.OnActivity(a.Reserve, mock.Anything, mock.Anything).Return(activities.ReserveResult{Order: store.Order{OrderID: orderID,
+		Status: status.OrderPending, PaymentStatus: status.PaymentPending, TransactionKey: txKey, Attempts: 2},
+		MaybeSent: true, Resends: 1}, nil)
+	r.requestReturns(accepted(2)) // the store reports the recorded answer
+	r.lookupReturns(both)
+	r.env.OnActivity(a.CancelPayments, mock.Anything, mock.Anything).Return(activities.CancelResult{}, nil).Maybe()
+	st := r.execute(t)
+	assert.Equal(t, status.OrderConfirmed, st.Status,
+		"the re-send's FAILED settled the order without a search; T1 was SUCCESS at the gateway (lost order)")
+	assert.Equal(t, t1Key, st.TransactionKey)
+}
