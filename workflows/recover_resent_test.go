@@ -107,3 +107,26 @@ func TestARunAgainAfterAnAcceptedReSendSearchesBeforeFailing(t *testing.T) {
 		"the re-send's FAILED settled the order without a search; T1 was SUCCESS at the gateway (lost order)")
 	assert.Equal(t, t1Key, st.TransactionKey)
 }
+
+// The same reset after a refused re-send (#1 answered 500, #2 REJECTED
+// under resend-1; the first run held the refusal for a search): the run
+// again's create reported the recorded refusal, and run settled it FAILED
+// at once, as a first create's refusal. T1, SUCCESS at the gateway, was
+// refunded as a late charge. The refusal is held as resend holds it.
+func TestARunAgainAfterARefusedReSendSearchesBeforeFailing(t *testing.T) {
+	r := newRun(t)
+	r.reserveSet = true
+	r.env.OnActivity(a.Reserve, mock.Anything, mock.Anything).Return(activities.ReserveResult{Order: store.Order{OrderID: orderID,
+		Status: status.OrderPending, PaymentStatus: status.PaymentUnknown, Attempts: 2},
+		MaybeSent: true, Resends: 1}, nil)
+	r.requestReturns(failing(activities.ErrGatewayRejected, false, 2, "LIMIT_EXCEEDED")) // the recorded answer
+	r.lookupReturns(func(in activities.LookupInput) (activities.LookupResult, error) {
+		return activities.LookupResult{Transactions: []gateway.Transaction{
+			{TransactionKey: t1Key, OrderID: orderID, Amount: amount, Status: gateway.StatusSuccess}}}, nil
+	})
+	r.env.OnActivity(a.CancelPayments, mock.Anything, mock.Anything).Return(activities.CancelResult{}, nil).Maybe()
+	st := r.execute(t)
+	assert.Equal(t, status.OrderConfirmed, st.Status,
+		"the recorded refusal of the re-send failed the order without a search; T1 was SUCCESS at the gateway (lost order)")
+	assert.Equal(t, t1Key, st.TransactionKey)
+}
