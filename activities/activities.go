@@ -137,6 +137,7 @@ func (a *Activities) Reserve(ctx context.Context, in ReserveInput) (ReserveResul
 			return res, storeError(err)
 		}
 		res.MaybeSent = slices.ContainsFunc(attempts, store.Attempt.MaybeSent)
+		res.Resends = resends(attempts)
 	}
 	return res, nil
 }
@@ -421,4 +422,16 @@ func (a *Activities) RecordEvent(ctx context.Context, in EventInput) error {
 		return nonRetryable(ErrInvalidOrder, err)
 	}
 	return err
+}
+
+// resends counts the order's creates sent under a grant: re-sends after a
+// create whose outcome was unknown (each grant lets one create out).
+func resends(attempts []store.Attempt) int {
+	n := 0
+	for _, a := range attempts {
+		if a.Grant != "" {
+			n++
+		}
+	}
+	return n
 }

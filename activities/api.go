@@ -104,6 +104,12 @@ type ReserveInput struct {
 type ReserveResult struct {
 	store.Order
 	MaybeSent bool `json:"maybeSent,omitempty"`
+	// Resends counts the order's creates sent under a grant (re-sends
+	// after a create whose outcome was unknown): a run again (an
+	// operator's reset to the first task) holds a FAILED after them for a
+	// search by order id, as the run that sent them did, and names its
+	// own grants after them.
+	Resends int `json:"resends,omitempty"`
 }
 
 // RequestInput asks the gateway to charge the order.

@@ -80,3 +80,34 @@ func TestRecoveryReadsARefusalAfterAnUnknownCreate(t *testing.T) {
 	assert.True(t, got.MaybeSent, "the first create's outcome is unknown: search before anything else")
 	assert.Equal(t, "LIMIT_EXCEEDED", got.Rejected, "the latest create was refused")
 }
+
+// The recovery of an order whose workflow is gone after an accepted
+// re-send reads the re-send (Resends): it holds a FAILED for the re-send's
+// transaction for a search by order id, as PaymentWorkflow does (workflows
+// TestARecoveryAfterAnAcceptedReSendSearchesBeforeFailing).
+func TestRecoveryReadsAnAcceptedReSend(t *testing.T) {
+	r := newRig(t, quiet(), activities.DefaultBreakerSettings(), false)
+	ctx := context.Background()
+	r.reserve(t, "accepted-resend")
+	first, err := r.store.BeginAttempt(ctx, store.AttemptRequest{OrderID: "accepted-resend"})
+	require.NoError(t, err)
+	require.NoError(t, r.store.FinishAttempt(ctx, store.Answer{OrderID: "accepted-resend", No: first.Attempt.No, Outcome: store.OutcomeUnknown}))
+	again, err := r.store.BeginAttempt(ctx, store.AttemptRequest{OrderID: "accepted-resend", Grant: "resend-1", GrantExpires: time.Now().Add(time.Minute)})
+	require.NoError(t, err)
+	require.True(t, again.Send)
+	require.NoError(t, r.store.FinishAttempt(ctx, store.Answer{OrderID: "accepted-resend", No: again.Attempt.No, Outcome: store.OutcomeAccepted, TransactionKey: "20261130:TR:0000t2"}))
+
+	sw := activities.NewSweeper(r.store, r.acts, nil, 10, nil)
+	got, err := sw.ReadRecoveryOrder(ctx, "accepted-resend")
+	require.NoError(t, err)
+	assert.Equal(t, 1, got.Resends, "the second create was re-sent under a grant")
+	assert.Equal(t, []string{"20261130:TR:0000t2"}, got.Keys)
+
+	// Reserve again (an operator's reset to the first task) reads it too
+	// (workflows TestARunAgainAfterAnAcceptedReSendSearchesBeforeFailing).
+	v, err := r.env.ExecuteActivity(r.acts.Reserve, activities.ReserveInput{OrderID: "accepted-resend", ProductID: "P1", Quantity: 2, Amount: 5000, UserID: "u1"})
+	require.NoError(t, err)
+	var held activities.ReserveResult
+	require.NoError(t, v.Get(&held))
+	assert.Equal(t, 1, held.Resends, "the run again holds a FAILED after the re-send for a search")
+}

@@ -123,6 +123,10 @@ type RecoveryOrder struct {
 	// MaybeSent: a create may have reached the gateway (accepted, unknown or
 	// still SENDING), so compensation must search the gateway by order id.
 	MaybeSent bool `json:"maybeSent"`
+	// Resends counts the creates sent under a grant (re-sent after a
+	// create whose outcome was unknown): the recovery holds a FAILED after
+	// them as PaymentWorkflow does (decide), for a search by order id.
+	Resends int `json:"resends,omitempty"`
 	// Rejected is the gateway's code when the order's latest create was
 	// refused: the payment failed, unless an earlier create may have
 	// reached the gateway and a search by order id finds its transaction.
@@ -369,6 +373,7 @@ func (w *Sweeper) ReadRecoveryOrder(ctx context.Context, orderID string) (Recove
 			r.MaybeSent = true
 		}
 	}
+	r.Resends = resends(attempts)
 	if n := len(attempts); n > 0 && attempts[n-1].Outcome == store.OutcomeRejected {
 		r.Rejected = attempts[n-1].Reason
 	}

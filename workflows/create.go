@@ -236,18 +236,23 @@ func (p *payment) resend(ctx workflow.Context) {
 		// refusal below.
 		p.listedBy = workflow.Now(ctx).Add(p.proofGrace(true))
 	case sent == sendRejected:
-		// Held like any FAILED after a re-send (decide): the create before
-		// may have made a transaction the lookup did not yet list. The
-		// search comes after the grace a re-send's own proof waits.
-		p.log.Info("re-send refused; searching the order's transactions before failing it", "reason", p.state.Reason)
-		p.heldFailed = &gateway.Transaction{OrderID: p.in.OrderID, Amount: p.in.Amount, Status: gateway.StatusFailed, Reason: p.state.Reason}
-		p.proofDue = workflow.Now(ctx).Add(p.proofGrace(true))
-		p.listedBy = p.proofDue
-		p.setStatus(ctx, "", status.PaymentUnknown)
+		p.holdRefusal(ctx)
 	case sent == sendUnreachable, sent == sendExpired, sent == sendLapsed:
 		// Not sent: nothing new at the gateway. Look again after the
 		// grace, until the deadline.
 		p.proofDue = workflow.Now(ctx).Add(p.proofGrace(true))
 		p.setStatus(ctx, "", status.PaymentUnknown)
 	}
+}
+
+// holdRefusal holds a re-send's refusal like any FAILED after a re-send
+// (decide): the create before may have made a transaction the lookup did
+// not yet list. The search comes after the grace a re-send's own proof
+// waits.
+func (p *payment) holdRefusal(ctx workflow.Context) {
+	p.log.Info("re-send refused; searching the order's transactions before failing it", "reason", p.state.Reason)
+	p.heldFailed = &gateway.Transaction{OrderID: p.in.OrderID, Amount: p.in.Amount, Status: gateway.StatusFailed, Reason: p.state.Reason}
+	p.proofDue = workflow.Now(ctx).Add(p.proofGrace(true))
+	p.listedBy = p.proofDue
+	p.setStatus(ctx, "", status.PaymentUnknown)
 }

@@ -98,6 +98,13 @@ func (p *payment) run(ctx workflow.Context) (State, error) {
 	}
 	switch sent {
 	case sendRejected:
+		if p.resends > 0 {
+			// The refusal of an earlier run's re-send, reported again (an
+			// operator's reset to the first task): held for a search as
+			// that run held it, not settled as a first create's refusal.
+			p.holdRefusal(ctx)
+			break
+		}
 		return p.settle(ctx, gateway.Transaction{OrderID: p.in.OrderID, Amount: p.in.Amount, Status: gateway.StatusFailed,
 			Reason: p.state.Reason}, "gateway rejected the create")
 	case sendUnreachable:

@@ -117,6 +117,18 @@ func (w *Workflows) Recover(ctx workflow.Context, in RecoverInput) (State, error
 		// PaymentWorkflow's waits for the create's.
 		p.listedBy = workflow.Now(ctx).Add(p.proofGrace(false))
 	}
+	if r.Resends > 0 && r.Rejected == "" {
+		// A re-send may have reached the gateway after a create whose
+		// outcome was unknown: that one may have made a transaction no
+		// answer named. A FAILED for the re-send's is held as
+		// PaymentWorkflow holds it (decide), for a search by order id made
+		// once the re-send's grace has passed; when the re-send left the
+		// recovery does not know, so the grace runs from its start.
+		p.resends = r.Resends
+		if by := workflow.Now(ctx).Add(p.proofGrace(true)); by.After(p.listedBy) {
+			p.listedBy = by
+		}
+	}
 	// Every transaction of the order, whatever the database knew of.
 	p.poll(ctx, "the recovery's search")
 	switch {

@@ -61,6 +61,15 @@ func (p *payment) reserve(ctx workflow.Context) (ended bool, st State, err error
 func (p *payment) recall(ctx workflow.Context, held activities.ReserveResult) (ended bool, st State, err error) {
 	p.state.Attempts, p.maybeAtGateway = held.Attempts, held.MaybeSent
 	p.track(held.TransactionKey)
+	if held.Resends > 0 {
+		// The earlier run re-sent after a create whose outcome was
+		// unknown (an operator's reset to this task): a FAILED after them
+		// is held for a search by order id as that run held it (decide),
+		// made a re-send's grace from now (when the latest left, this run
+		// does not know), and this run's grants follow that run's.
+		p.resends = held.Resends
+		p.listedBy = workflow.Now(ctx).Add(p.proofGrace(true))
+	}
 	switch held.Status {
 	case status.OrderConfirmed, status.OrderFailed:
 		p.state.TransactionKey, p.state.Reason = held.TransactionKey, held.PaymentReason
