@@ -34,7 +34,7 @@ func TestALateSuccessOfAnotherAmountStartsNoRefund(t *testing.T) {
 	assert.Equal(t, 200, code)
 	assert.False(t, answer.Accepted)
 	// The endpoint starts a refund before it answers: none may exist now.
-	_, err := testenv.Temporal(t).DescribeWorkflowExecution(context.Background(), workflows.RefundWorkflowID("oa-0001", other), "")
+	_, err := testenv.Temporal(t).DescribeWorkflow(context.Background(), workflows.RefundWorkflowID("oa-0001", other), "")
 	var notFound *serviceerror.NotFound
 	assert.ErrorAs(t, err, &notFound, "a refund was started for a charge of another amount: %s", answer.Reason)
 	after, err := s.Store.GetOrder(context.Background(), "oa-0001")
