@@ -148,6 +148,9 @@ const (
 // earlier request under the same key may have started it: an order already
 // started is then this request's if it was started with this very input.
 func (s *Server) place(ctx context.Context, in workflows.PaymentInput, takenUp bool) answer {
+	// Watched before the start: the first step cannot be heard before it.
+	watch := s.steps.Watch(in.OrderID)
+	defer watch.Close()
 	startCtx, cancel := context.WithTimeout(ctx, startTimeout)
 	_, err := loadgen.StartOrder(startCtx, s.temporal, s.cfg.TaskQueue, in)
 	cancel()
@@ -175,7 +178,9 @@ func (s *Server) place(ctx context.Context, in workflows.PaymentInput, takenUp b
 			in.OrderID, HeaderIdempotencyKey)
 		return problemAnswer(p)
 	}
-	o, found := s.firstStep(ctx, in.OrderID)
+	// An order started before (a key taken up) may have taken its first
+	// step already, unheard by this watch: its row is read at once.
+	o, found := s.firstStep(ctx, watch, takenUp)
 	if o.Status == status.OrderRejected {
 		p := problem(http.StatusConflict, CodeOutOfStock, fmt.Sprintf("product %s has fewer than %d available: the order is REJECTED, nothing reserved",
 			in.ProductID, in.Quantity))
@@ -190,11 +195,13 @@ func (s *Server) place(ctx context.Context, in workflows.PaymentInput, takenUp b
 	return answer{code: http.StatusCreated, body: append(body, '\n')}
 }
 
-// A new order's row is read at most quickPoll apart for its first
-// quickFor (the reservation commits some 20 ms after the start: make
-// demo-api), then backing off to slowPoll: a worker that is slow or down
-// must not turn every waiting request into hundreds of reads of the
-// database it needs.
+// Without the listener (its connection down), a new order's row is read
+// at most quickPoll apart for its first quickFor (the reservation commits
+// some 10–20 ms after the start: make demo-api), then backing off to
+// slowPoll: a worker that is slow or down must not turn every waiting
+// request into hundreds of reads of the database it needs. While the
+// listener listens, the row is read when it hears the order's first step,
+// and every slowPoll besides, in case a notification went astray.
 const (
 	quickPoll = 4 * time.Millisecond
 	quickFor  = 50 * time.Millisecond
@@ -203,33 +210,53 @@ const (
 
 // firstStep waits for the order to leave RESERVING in the database
 // (reserved or rejected), at most FirstAnswerWait. The reservation is the
-// workflow's first step, a transaction of its own, so the row tells it
-// as soon as it commits; polls start a millisecond apart and back off.
-func (s *Server) firstStep(ctx context.Context, orderID string) (store.Order, bool) {
+// workflow's first step, a transaction of its own whose commit is
+// announced (store.FirstSteps), so the row is read when the listener
+// hears it; when the listener could have missed it (its connection down),
+// the row is polled, from a millisecond apart and backing off. readNow
+// reads the row before any wait.
+func (s *Server) firstStep(ctx context.Context, watch *store.Watch, readNow bool) (store.Order, bool) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.FirstAnswerWait)
 	defer cancel()
 	var last store.Order
-	found := false
+	found, heard := false, false
 	began := time.Now()
-	for wait := time.Millisecond; ; {
-		o, err := s.store.GetOrder(ctx, orderID)
-		if err == nil {
-			last, found = o, true
-			if o.Status != status.OrderReserving {
-				return o, true
+	poll := time.Millisecond // the next wait between reads, without the listener
+	for {
+		if readNow || !watch.Listening() {
+			o, err := s.store.GetOrder(ctx, watch.OrderID())
+			if err == nil {
+				last, found = o, true
+				if o.Status != status.OrderReserving {
+					via := ViaRead
+					if heard {
+						via = ViaNotification
+					}
+					s.Metrics.firstAnswers.WithLabelValues(via).Inc()
+					return o, true
+				}
+			}
+		}
+		wait := slowPoll
+		if !watch.Listening() {
+			wait = poll
+			if time.Since(began) < quickFor {
+				poll = min(2*poll, quickPoll)
+			} else {
+				poll = min(2*poll, slowPoll)
 			}
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
+			s.Metrics.firstAnswers.WithLabelValues(ViaTimeout).Inc()
 			return last, found
+		case <-watch.Woken:
+			t.Stop()
+			readNow, heard = true, watch.Listening()
 		case <-t.C:
-		}
-		if time.Since(began) < quickFor {
-			wait = min(2*wait, quickPoll)
-		} else {
-			wait = min(2*wait, slowPoll)
+			readNow, heard = true, false
 		}
 	}
 }
