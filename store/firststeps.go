@@ -2,15 +2,18 @@ package store
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/payguard/payguard/status"
 )
 
 // FirstStepChannel is the notification channel on which an order's first
 // step — it leaves RESERVING: reserved, rejected or cancelled — is
-// announced with the order's id, by a trigger in the transaction that moves
+// announced as "<order id> <status>", by a trigger in the transaction that moves
 // it (migration 010), so it is heard when that transaction commits.
 const FirstStepChannel = "payguard_first_step"
 
@@ -74,9 +77,11 @@ type Watch struct {
 	orderID string
 	epoch   uint64
 	live    bool
-	// Woken receives when the order's first step is heard, or when the
-	// connection drops (its notification may be lost): read the row then.
+	// Woken receives when the order's first step is heard (Heard then
+	// says it), or when the connection drops (its notification may be
+	// lost): read the row then.
 	Woken chan struct{}
+	heard status.Order // guarded by f.mu
 }
 
 // Watch begins watching orderID; Close ends it.
@@ -104,6 +109,14 @@ func (w *Watch) Listening() bool {
 	w.f.mu.Lock()
 	defer w.f.mu.Unlock()
 	return w.live && w.f.up && w.f.epoch == w.epoch
+}
+
+// Heard is the status the order's first step moved it to, as announced
+// at its commit; "" until heard.
+func (w *Watch) Heard() status.Order {
+	w.f.mu.Lock()
+	defer w.f.mu.Unlock()
+	return w.heard
 }
 
 // Close ends the watch.
@@ -177,8 +190,13 @@ func (f *FirstSteps) listen(ctx context.Context) (listened bool, err error) {
 		if err != nil {
 			return true, err
 		}
+		orderID, to, ok := strings.Cut(n.Payload, " ")
+		if !ok {
+			continue
+		}
 		f.mu.Lock()
-		for w := range f.watches[n.Payload] {
+		for w := range f.watches[orderID] {
+			w.heard = status.Order(to)
 			w.wake()
 		}
 		f.mu.Unlock()

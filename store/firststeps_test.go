@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/payguard/payguard/internal/testenv"
+	"github.com/payguard/payguard/status"
 	"github.com/payguard/payguard/store"
 )
 
@@ -44,9 +45,12 @@ func TestFirstStepsHearTheReservationsCommit(t *testing.T) {
 	_, err := s.Reserve(ctx, newOrder("o1", 1))
 	require.NoError(t, err)
 	woken(t, w1, "o1 reserved")
+	assert.Equal(t, status.OrderRequesting, w1.Heard(), "the step announced")
 	_, err = s.Reserve(ctx, newOrder("o2", 1))
 	require.ErrorIs(t, err, store.ErrOutOfStock)
 	woken(t, w2, "o2 rejected")
+	assert.Equal(t, status.OrderRejected, w2.Heard())
+	assert.Empty(t, w9.Heard())
 
 	// A repeat, and a move out of RESERVING rolled back: no notification.
 	// Notifications come in commit order, so once o3's is heard, none of
@@ -112,4 +116,5 @@ func TestFirstStepsDropWakesEveryWatchAndReconnects(t *testing.T) {
 	_, err := s.Reserve(ctx, newOrder("o1", 1))
 	require.NoError(t, err)
 	woken(t, again, "o1 reserved, heard after the reconnection")
+	assert.Equal(t, status.OrderRequesting, again.Heard())
 }

@@ -44,7 +44,7 @@ func TestTheFirstAnswerIsHeardAndReadWhenTheListenerIsDown(t *testing.T) {
 	s, api, c := apiStack(t, 0, nil)
 	s.SetStock(t, "P1", 10)
 	testenv.Eventually(t, 10*time.Second, func() bool { return c.metric(t, httpapi.MetricListening) == 1 }, "the API listens")
-	placed := func(id string) {
+	placed := func(id string) httpapi.OrderAnswer {
 		t.Helper()
 		r := c.do(http.MethodPost, "/api/v1/orders", order(id, "P1", 1, 700), customer, true)
 		require.Equal(t, http.StatusCreated, r.code, "%s", r.body)
@@ -52,9 +52,11 @@ func TestTheFirstAnswerIsHeardAndReadWhenTheListenerIsDown(t *testing.T) {
 		r.decode(t, &a)
 		assert.Equal(t, id, a.OrderID)
 		assert.Contains(t, []status.Order{status.OrderRequesting, status.OrderPending}, a.Status, "reserved at the answer")
+		return a
 	}
 
-	placed("heard-0001")
+	heard := placed("heard-0001")
+	assert.Equal(t, httpapi.OrderAnswer{OrderID: "heard-0001", Status: status.OrderRequesting}, heard, "the step the reservation's commit announced")
 	assert.Equal(t, 1.0, c.metric(t, firstAnswers(httpapi.ViaNotification)), "heard, not polled")
 	assert.Zero(t, c.metric(t, firstAnswers(httpapi.ViaRead)))
 

@@ -200,8 +200,8 @@ func (s *Server) place(ctx context.Context, in workflows.PaymentInput, takenUp b
 // some 10–20 ms after the start: make demo-api), then backing off to
 // slowPoll: a worker that is slow or down must not turn every waiting
 // request into hundreds of reads of the database it needs. While the
-// listener listens, the row is read when it hears the order's first step,
-// and every slowPoll besides, in case a notification went astray.
+// listener listens, the answer is the step it hears, and the row is read
+// only every slowPoll, in case a notification went astray.
 const (
 	quickPoll = 4 * time.Millisecond
 	quickFor  = 50 * time.Millisecond
@@ -210,16 +210,16 @@ const (
 
 // firstStep waits for the order to leave RESERVING in the database
 // (reserved or rejected), at most FirstAnswerWait. The reservation is the
-// workflow's first step, a transaction of its own whose commit is
-// announced (store.FirstSteps), so the row is read when the listener
-// hears it; when the listener could have missed it (its connection down),
-// the row is polled, from a millisecond apart and backing off. readNow
-// reads the row before any wait.
+// workflow's first step, a transaction of its own whose commit announces
+// the status it moved the order to (store.FirstSteps): that is the answer
+// when the listener hears it. When the listener could have missed it (its
+// connection down), the row is polled, from a millisecond apart and
+// backing off. readNow reads the row before any wait.
 func (s *Server) firstStep(ctx context.Context, watch *store.Watch, readNow bool) (store.Order, bool) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.FirstAnswerWait)
 	defer cancel()
 	var last store.Order
-	found, heard := false, false
+	found := false
 	began := time.Now()
 	poll := time.Millisecond // the next wait between reads, without the listener
 	for {
@@ -228,11 +228,7 @@ func (s *Server) firstStep(ctx context.Context, watch *store.Watch, readNow bool
 			if err == nil {
 				last, found = o, true
 				if o.Status != status.OrderReserving {
-					via := ViaRead
-					if heard {
-						via = ViaNotification
-					}
-					s.Metrics.firstAnswers.WithLabelValues(via).Inc()
+					s.Metrics.firstAnswers.WithLabelValues(ViaRead).Inc()
 					return o, true
 				}
 			}
@@ -254,9 +250,16 @@ func (s *Server) firstStep(ctx context.Context, watch *store.Watch, readNow bool
 			return last, found
 		case <-watch.Woken:
 			t.Stop()
-			readNow, heard = true, watch.Listening()
+			// Heard at the commit: the answer is the step announced, with
+			// no read (the row may have moved on since; the step is what
+			// the first answer tells).
+			if to := watch.Heard(); to != "" && to != status.OrderReserving {
+				s.Metrics.firstAnswers.WithLabelValues(ViaNotification).Inc()
+				return store.Order{OrderID: watch.OrderID(), Status: to}, true
+			}
+			readNow = true
 		case <-t.C:
-			readNow, heard = true, false
+			readNow = true
 		}
 	}
 }
