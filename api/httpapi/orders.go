@@ -85,20 +85,28 @@ func (s *Server) placeOrder(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	// An unknown product would end the order REJECTED without a row the
-	// first answer could read: refused here, before anything starts.
-	if _, err := s.store.GetStock(ctx, in.ProductID); errors.Is(err, store.ErrUnknownProduct) {
+	// first answer could read: refused here, before anything starts (under
+	// a key, by the statement that takes it).
+	unknownProduct := func() {
 		writeProblem(w, problem(http.StatusNotFound, CodeUnknownProduct, fmt.Sprintf("unknown product %q", in.ProductID)))
-		return
-	} else if err != nil {
-		writeProblem(w, s.unavailable("database", err))
-		return
 	}
 	if !keyed {
+		if _, err := s.store.GetStock(ctx, in.ProductID); errors.Is(err, store.ErrUnknownProduct) {
+			unknownProduct()
+			return
+		} else if err != nil {
+			writeProblem(w, s.unavailable("database", err))
+			return
+		}
 		a := s.place(ctx, in, false)
 		a.write(w, in.OrderID)
 		return
 	}
-	held, err := s.store.BeginIdempotent(ctx, user, key, req.fingerprint(user), in.OrderID, s.cfg.FirstAnswerWait+startTimeout+answerMargin)
+	held, err := s.store.BeginIdempotent(ctx, user, key, req.fingerprint(user), in.OrderID, in.ProductID, s.cfg.FirstAnswerWait+startTimeout+answerMargin)
+	if errors.Is(err, store.ErrUnknownProduct) {
+		unknownProduct()
+		return
+	}
 	if err != nil {
 		writeProblem(w, s.unavailable("database", err))
 		return
