@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // IdempotencyTTL is how long an Idempotency-Key and its answer are kept.
@@ -40,24 +42,38 @@ const (
 )
 
 // BeginIdempotent takes the key of a request whose fingerprint is hash, or
-// reports who has it. orderID is the order a first request places; lease
-// bounds how long this request holds the key unanswered. A key older than
-// IdempotencyTTL is as good as new.
-func (s *Store) BeginIdempotent(ctx context.Context, userID, key string, hash []byte, orderID string, lease time.Duration) (Idempotent, error) {
+// reports who has it. orderID is the order a first request places, of
+// productID: a product that does not exist is ErrUnknownProduct, the key
+// left as it was. lease bounds how long this request holds the key
+// unanswered. A key older than IdempotencyTTL is as good as new.
+//
+// A key new (or past its TTL) of a product that exists is taken in one
+// statement, a round trip on its own, which checks the product too; only a
+// key met before is read, locked, in a transaction.
+func (s *Store) BeginIdempotent(ctx context.Context, userID, key string, hash []byte, orderID, productID string, lease time.Duration) (Idempotent, error) {
+	took, err := takeIdempotent(ctx, s.pool, userID, key, hash, orderID, productID, lease)
+	if err != nil {
+		return Idempotent{}, err
+	}
+	if took {
+		return Idempotent{State: StateFirst, OrderID: orderID}, nil
+	}
+	var known bool
+	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM products WHERE product_id = $1)`, productID).Scan(&known); err != nil {
+		return Idempotent{}, fmt.Errorf("read product %s: %w", productID, err)
+	}
+	if !known {
+		return Idempotent{}, fmt.Errorf("%w: %s", ErrUnknownProduct, productID)
+	}
 	var out Idempotent
-	err := s.inTx(ctx, func(tx *tx) error {
-		tag, err := tx.Exec(ctx, `
-			INSERT INTO idempotency_keys (user_id, key, request_hash, order_id, locked_until)
-			VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5))
-			ON CONFLICT (user_id, key) DO UPDATE
-			SET request_hash = EXCLUDED.request_hash, order_id = EXCLUDED.order_id, status_code = NULL, answer = NULL,
-			    locked_until = EXCLUDED.locked_until, created_at = now()
-			WHERE idempotency_keys.created_at <= now() - make_interval(secs => $6)`,
-			userID, key, hash, orderID, lease.Seconds(), IdempotencyTTL.Seconds())
+	err = s.inTx(ctx, func(tx *tx) error {
+		// Again inside the transaction: the key may have passed its TTL,
+		// or been deleted, since.
+		took, err := takeIdempotent(ctx, tx, userID, key, hash, orderID, productID, lease)
 		if err != nil {
-			return fmt.Errorf("take idempotency key: %w", err)
+			return err
 		}
-		if tag.RowsAffected() == 1 {
+		if took {
 			out = Idempotent{State: StateFirst, OrderID: orderID}
 			return nil
 		}
@@ -89,6 +105,29 @@ func (s *Store) BeginIdempotent(ctx context.Context, userID, key string, hash []
 		return err
 	})
 	return out, err
+}
+
+// execer is a pool or a transaction.
+type execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// takeIdempotent takes the key when it is new or past its TTL and the
+// product exists.
+func takeIdempotent(ctx context.Context, q execer, userID, key string, hash []byte, orderID, productID string, lease time.Duration) (bool, error) {
+	tag, err := q.Exec(ctx, `
+		INSERT INTO idempotency_keys (user_id, key, request_hash, order_id, locked_until)
+		SELECT $1, $2, $3, $4, now() + make_interval(secs => $5)
+		WHERE EXISTS (SELECT 1 FROM products WHERE product_id = $7)
+		ON CONFLICT (user_id, key) DO UPDATE
+		SET request_hash = EXCLUDED.request_hash, order_id = EXCLUDED.order_id, status_code = NULL, answer = NULL,
+		    locked_until = EXCLUDED.locked_until, created_at = now()
+		WHERE idempotency_keys.created_at <= now() - make_interval(secs => $6)`,
+		userID, key, hash, orderID, lease.Seconds(), IdempotencyTTL.Seconds(), productID)
+	if err != nil {
+		return false, fmt.Errorf("take idempotency key: %w", err)
+	}
+	return tag.RowsAffected() == 1, nil
 }
 
 // AnswerIdempotent keeps the first answer under the key for its repeats.

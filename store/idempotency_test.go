@@ -17,9 +17,11 @@ func TestIdempotencyKeyLifecycle(t *testing.T) {
 	t.Parallel()
 	s := testenv.Store(t)
 	ctx := t.Context()
+	_, err := s.SetStock(ctx, "P1", 10)
+	require.NoError(t, err)
 	begin := func(key, hash, order string, lease time.Duration) store.Idempotent {
 		t.Helper()
-		got, err := s.BeginIdempotent(ctx, "user-1", key, []byte(hash), order, lease)
+		got, err := s.BeginIdempotent(ctx, "user-1", key, []byte(hash), order, "P1", lease)
 		require.NoError(t, err)
 		return got
 	}
@@ -40,7 +42,7 @@ func TestIdempotencyKeyLifecycle(t *testing.T) {
 	assert.Equal(t, store.Idempotent{State: store.StateFirst, OrderID: "ord-d", TakenUp: true}, begin("k2", "h", "ord-g", time.Minute),
 		"taken up: the first holder may have placed it")
 	// Another customer's key of the same name is another key.
-	other, err := s.BeginIdempotent(ctx, "user-2", "k1", []byte("other"), "ord-h", time.Minute)
+	other, err := s.BeginIdempotent(ctx, "user-2", "k1", []byte("other"), "ord-h", "P1", time.Minute)
 	require.NoError(t, err)
 	assert.Equal(t, store.Idempotent{State: store.StateFirst, OrderID: "ord-h"}, other)
 
@@ -52,6 +54,30 @@ func TestIdempotencyKeyLifecycle(t *testing.T) {
 	n, err := s.PurgeIdempotent(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), n, "the old key purged")
+}
+
+// A product that does not exist is refused by the statement that would
+// take the key, which stays as it was: new, or held by its first request.
+func TestIdempotencyKeyOfAnUnknownProduct(t *testing.T) {
+	t.Parallel()
+	s := testenv.Store(t)
+	ctx := t.Context()
+	_, err := s.SetStock(ctx, "P1", 10)
+	require.NoError(t, err)
+	_, err = s.BeginIdempotent(ctx, "user-1", "k1", []byte("h"), "ord-a", "NOPE", time.Minute)
+	require.ErrorIs(t, err, store.ErrUnknownProduct)
+	var keys int
+	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT count(*) FROM idempotency_keys`).Scan(&keys))
+	assert.Zero(t, keys, "nothing taken")
+
+	first, err := s.BeginIdempotent(ctx, "user-1", "k2", []byte("h"), "ord-b", "P1", time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, store.StateFirst, first.State)
+	_, err = s.BeginIdempotent(ctx, "user-1", "k2", []byte("h"), "ord-c", "NOPE", time.Minute)
+	require.ErrorIs(t, err, store.ErrUnknownProduct)
+	again, err := s.BeginIdempotent(ctx, "user-1", "k2", []byte("h"), "ord-d", "P1", time.Minute)
+	require.NoError(t, err)
+	assert.Equal(t, store.Idempotent{State: store.StateInFlight, OrderID: "ord-b"}, again, "still held by its first request")
 }
 
 // SetAvailable sets what new orders may reserve and keeps the rest.

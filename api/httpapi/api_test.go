@@ -132,6 +132,8 @@ func TestBadInputIsRefusedBeforeAnythingIsReserved(t *testing.T) {
 		{"two JSON values", "bad-twice", `{"orderId":"bad-twice","productId":"P1","quantity":1,"amount":7,"cardType":"KB","cardNo":"1234-5678-9814-1451"} {}`, customer, 400, "more than one"},
 		{"an empty idempotency key", "bad-key", order("bad-key", "P1", 1, 700), map[string]string{httpapi.HeaderUser: "user-1", httpapi.HeaderIdempotencyKey: ""}, 400, "Idempotency-Key"},
 		{"an unknown product", "bad-product", order("bad-product", "NOPE", 1, 700), customer, 404, "unknown product"},
+		{"an unknown product under a key", "bad-product-key", order("bad-product-key", "NOPE", 1, 700),
+			map[string]string{httpapi.HeaderUser: "user-1", httpapi.HeaderIdempotencyKey: "bad-product-key"}, 404, "unknown product"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := c.do(http.MethodPost, "/api/v1/orders", tc.body, tc.headers, false)
@@ -173,7 +175,7 @@ func TestIdempotencyKeyReplaysTheFirstAnswer(t *testing.T) {
 	require.Equal(t, http.StatusCreated, theirs.code, "%s", theirs.body)
 
 	// A key held by a request still in flight.
-	held, err := s.Store.BeginIdempotent(context.Background(), "user-1", "held-key", []byte("x"), "held-000001", time.Minute)
+	held, err := s.Store.BeginIdempotent(context.Background(), "user-1", "held-key", []byte("x"), "held-000001", "P1", time.Minute)
 	require.NoError(t, err)
 	require.Equal(t, store.StateFirst, held.State)
 	busy := c.do(http.MethodPost, "/api/v1/orders", order("", "P1", 1, 900),

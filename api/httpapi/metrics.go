@@ -13,6 +13,16 @@ import (
 const (
 	MetricRequests        = "payguard_api_requests_total"
 	MetricRequestDuration = "payguard_api_request_duration_seconds"
+	MetricFirstAnswers    = "payguard_api_first_answers_total"
+	MetricListening       = "payguard_api_first_step_listening"
+)
+
+// How a new order's first answer was learned (MetricFirstAnswers' label
+// "via").
+const (
+	ViaNotification = "notification" // the listener heard its first step
+	ViaRead         = "read"         // a read of its row, unprompted (the listener down, or not yet heard)
+	ViaTimeout      = "timeout"      // still RESERVING at --first-answer-wait
 )
 
 // RouteUnmatched labels a request no route took.
@@ -23,6 +33,8 @@ type Metrics struct {
 	Registry *prometheus.Registry
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	// firstAnswers counts new orders' first answers by how they were learned.
+	firstAnswers *prometheus.CounterVec
 }
 
 // NewMetrics registers the API's metrics and the Go runtime's.
@@ -38,9 +50,29 @@ func NewMetrics() *Metrics {
 			Help:    "API request latency by route, from the end of the headers to the answer.",
 			Buckets: []float64{.001, .0025, .005, .01, .02, .05, .1, .25, .5, 1, 2.5, 5},
 		}, []string{"route"}),
+		firstAnswers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricFirstAnswers,
+			Help: "New orders' first answers by how their first step was learned: notification, read (the row polled) or timeout.",
+		}, []string{"via"}),
 	}
-	m.Registry.MustRegister(m.requests, m.duration, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, via := range []string{ViaNotification, ViaRead, ViaTimeout} {
+		m.firstAnswers.WithLabelValues(via)
+	}
+	m.Registry.MustRegister(m.requests, m.duration, m.firstAnswers, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// listening exports whether the first-step listener listens now.
+func (m *Metrics) listening(f func() bool) {
+	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: MetricListening,
+		Help: "1 while the API's connection listening for orders' first steps listens (0: first answers are read by polling).",
+	}, func() float64 {
+		if f() {
+			return 1
+		}
+		return 0
+	}))
 }
 
 // codeWriter remembers the status code written.

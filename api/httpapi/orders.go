@@ -85,20 +85,28 @@ func (s *Server) placeOrder(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	// An unknown product would end the order REJECTED without a row the
-	// first answer could read: refused here, before anything starts.
-	if _, err := s.store.GetStock(ctx, in.ProductID); errors.Is(err, store.ErrUnknownProduct) {
+	// first answer could read: refused here, before anything starts (under
+	// a key, by the statement that takes it).
+	unknownProduct := func() {
 		writeProblem(w, problem(http.StatusNotFound, CodeUnknownProduct, fmt.Sprintf("unknown product %q", in.ProductID)))
-		return
-	} else if err != nil {
-		writeProblem(w, s.unavailable("database", err))
-		return
 	}
 	if !keyed {
+		if _, err := s.store.GetStock(ctx, in.ProductID); errors.Is(err, store.ErrUnknownProduct) {
+			unknownProduct()
+			return
+		} else if err != nil {
+			writeProblem(w, s.unavailable("database", err))
+			return
+		}
 		a := s.place(ctx, in, false)
 		a.write(w, in.OrderID)
 		return
 	}
-	held, err := s.store.BeginIdempotent(ctx, user, key, req.fingerprint(user), in.OrderID, s.cfg.FirstAnswerWait+startTimeout+answerMargin)
+	held, err := s.store.BeginIdempotent(ctx, user, key, req.fingerprint(user), in.OrderID, in.ProductID, s.cfg.FirstAnswerWait+startTimeout+answerMargin)
+	if errors.Is(err, store.ErrUnknownProduct) {
+		unknownProduct()
+		return
+	}
 	if err != nil {
 		writeProblem(w, s.unavailable("database", err))
 		return
@@ -148,6 +156,9 @@ const (
 // earlier request under the same key may have started it: an order already
 // started is then this request's if it was started with this very input.
 func (s *Server) place(ctx context.Context, in workflows.PaymentInput, takenUp bool) answer {
+	// Watched before the start: the first step cannot be heard before it.
+	watch := s.steps.Watch(in.OrderID)
+	defer watch.Close()
 	startCtx, cancel := context.WithTimeout(ctx, startTimeout)
 	_, err := loadgen.StartOrder(startCtx, s.temporal, s.cfg.TaskQueue, in)
 	cancel()
@@ -175,7 +186,9 @@ func (s *Server) place(ctx context.Context, in workflows.PaymentInput, takenUp b
 			in.OrderID, HeaderIdempotencyKey)
 		return problemAnswer(p)
 	}
-	o, found := s.firstStep(ctx, in.OrderID)
+	// An order started before (a key taken up) may have taken its first
+	// step already, unheard by this watch: its row is read at once.
+	o, found := s.firstStep(ctx, watch, takenUp)
 	if o.Status == status.OrderRejected {
 		p := problem(http.StatusConflict, CodeOutOfStock, fmt.Sprintf("product %s has fewer than %d available: the order is REJECTED, nothing reserved",
 			in.ProductID, in.Quantity))
@@ -190,11 +203,13 @@ func (s *Server) place(ctx context.Context, in workflows.PaymentInput, takenUp b
 	return answer{code: http.StatusCreated, body: append(body, '\n')}
 }
 
-// A new order's row is read at most quickPoll apart for its first
-// quickFor (the reservation commits some 20 ms after the start: make
-// demo-api), then backing off to slowPoll: a worker that is slow or down
-// must not turn every waiting request into hundreds of reads of the
-// database it needs.
+// Without the listener (its connection down), a new order's row is read
+// at most quickPoll apart for its first quickFor (the reservation commits
+// some 10–20 ms after the start: make demo-api), then backing off to
+// slowPoll: a worker that is slow or down must not turn every waiting
+// request into hundreds of reads of the database it needs. While the
+// listener listens, the answer is the step it hears, and the row is read
+// only every slowPoll, in case a notification went astray.
 const (
 	quickPoll = 4 * time.Millisecond
 	quickFor  = 50 * time.Millisecond
@@ -203,33 +218,56 @@ const (
 
 // firstStep waits for the order to leave RESERVING in the database
 // (reserved or rejected), at most FirstAnswerWait. The reservation is the
-// workflow's first step, a transaction of its own, so the row tells it
-// as soon as it commits; polls start a millisecond apart and back off.
-func (s *Server) firstStep(ctx context.Context, orderID string) (store.Order, bool) {
+// workflow's first step, a transaction of its own whose commit announces
+// the status it moved the order to (store.FirstSteps): that is the answer
+// when the listener hears it. When the listener could have missed it (its
+// connection down), the row is polled, from a millisecond apart and
+// backing off. readNow reads the row before any wait.
+func (s *Server) firstStep(ctx context.Context, watch *store.Watch, readNow bool) (store.Order, bool) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.FirstAnswerWait)
 	defer cancel()
 	var last store.Order
 	found := false
 	began := time.Now()
-	for wait := time.Millisecond; ; {
-		o, err := s.store.GetOrder(ctx, orderID)
-		if err == nil {
-			last, found = o, true
-			if o.Status != status.OrderReserving {
-				return o, true
+	poll := time.Millisecond // the next wait between reads, without the listener
+	for {
+		if readNow || !watch.Listening() {
+			o, err := s.store.GetOrder(ctx, watch.OrderID())
+			if err == nil {
+				last, found = o, true
+				if o.Status != status.OrderReserving {
+					s.Metrics.firstAnswers.WithLabelValues(ViaRead).Inc()
+					return o, true
+				}
+			}
+		}
+		wait := slowPoll
+		if !watch.Listening() {
+			wait = poll
+			if time.Since(began) < quickFor {
+				poll = min(2*poll, quickPoll)
+			} else {
+				poll = min(2*poll, slowPoll)
 			}
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
+			s.Metrics.firstAnswers.WithLabelValues(ViaTimeout).Inc()
 			return last, found
+		case <-watch.Woken:
+			t.Stop()
+			// Heard at the commit: the answer is the step announced, with
+			// no read (the row may have moved on since; the step is what
+			// the first answer tells).
+			if to := watch.Heard(); to != "" && to != status.OrderReserving {
+				s.Metrics.firstAnswers.WithLabelValues(ViaNotification).Inc()
+				return store.Order{OrderID: watch.OrderID(), Status: to}, true
+			}
+			readNow = true
 		case <-t.C:
-		}
-		if time.Since(began) < quickFor {
-			wait = min(2*wait, quickPoll)
-		} else {
-			wait = min(2*wait, slowPoll)
+			readNow = true
 		}
 	}
 }

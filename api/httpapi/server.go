@@ -51,6 +51,8 @@ type Server struct {
 	log      *slog.Logger
 	store    *store.Store
 	temporal client.Client
+	// steps hears new orders' first steps (one listening connection).
+	steps *store.FirstSteps
 	// dataConverter decodes what the client encoded (payguard's codec).
 	dataConverter converter.DataConverter
 	http          *http.Server
@@ -93,6 +95,10 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error
 	if err := s.store.Migrate(ctx); err != nil {
 		return nil, err
 	}
+	s.steps = s.store.ListenFirstSteps(func(err error) {
+		s.log.Warn("first-step listener down: first answers are read from the orders' rows until it is back", "error", err.Error())
+	})
+	s.Metrics.listening(s.steps.Listening)
 	if s.temporal, err = client.DialContext(openCtx, opts); err != nil {
 		return nil, fmt.Errorf("temporal unreachable at %s: %v", opts.HostPort, loadgen.RootCause(err))
 	}
@@ -213,6 +219,9 @@ func (s *Server) closeAll() {
 	}
 	if s.temporal != nil {
 		s.temporal.Close()
+	}
+	if s.steps != nil {
+		s.steps.Close()
 	}
 	if s.store != nil {
 		s.store.Close()
