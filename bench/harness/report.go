@@ -206,7 +206,7 @@ func (r Report) Table() string {
 		fmt.Fprintf(w, "  server work of one %s workflow\t%d events\t%d bytes, %d visibility writes; %s\n", h.Of, h.Events, h.Bytes, h.VisibilityWrites, h.typesLine())
 	}
 	if c := r.Capacity; c != nil {
-		fmt.Fprintf(w, "  %d waiting orders (of %d): worker RSS\t%.1f MB per 1000\t%.0f → %.0f MB (target 10 000 ≤ 300 MB)\n",
+		fmt.Fprintf(w, "  %d waiting orders (of %d): worker RSS\t%.1f MB per 1000\t%.0f → %.0f MB (target 10 000 ≤ 150 MB)\n",
 			c.Waiting, c.Orders, c.RSSPer1000MB, c.Before.RSSMB, c.After.RSSMB)
 		fmt.Fprintf(w, "  %d waiting orders: Go heap\t%.1f MB per 1000\t%.0f → %.0f MB after a forced GC\n", c.Waiting, c.HeapPer1000MB, c.Before.HeapMB, c.After.HeapMB)
 		fmt.Fprintf(w, "  history per order\t%d bytes waiting\t%d events; a CONFIRMED one %d bytes, %d events\n",
