@@ -16,6 +16,30 @@ import (
 	"github.com/payguard/payguard/workflows"
 )
 
+// recovering stubs what a recovery reads of its order — rec, with the
+// order's id, product P1, quantity 2, the amount and user u1 filled in —
+// and lets its cancels (recorded) and its settle through.
+func (r *run) recovering(rec activities.RecoveryOrder) {
+	rec.Found = true
+	o := &rec.Order
+	o.OrderID, o.ProductID, o.Quantity, o.Amount, o.UserID = orderID, "P1", 2, amount, "u1"
+	r.env.RegisterActivity(sw)
+	r.env.OnActivity(sw.ReadRecoveryOrder, mock.Anything, mock.Anything).Return(rec, nil)
+	r.cancelsMaybe()
+	r.settleTakes(0)
+}
+
+// successListedFrom answers a search with nothing before at, and with the
+// first create's SUCCESS from then on: a transaction the gateway lists late.
+func (r *run) successListedFrom(at time.Time) func(activities.LookupInput) (activities.LookupResult, error) {
+	return func(in activities.LookupInput) (activities.LookupResult, error) {
+		if r.env.Now().Before(at) {
+			return nothingFound(in)
+		}
+		return found(gateway.StatusSuccess)(in)
+	}
+}
+
 // refusedReSendRecovery is a run of RecoverWorkflow on an order whose
 // workflow is gone after a refused re-send (attempts #1 UNKNOWN, #2
 // REJECTED): the store left its payment UNKNOWN and the recovery reads
@@ -23,13 +47,8 @@ import (
 // TestRecoveryReadsARefusalAfterAnUnknownCreate). The test sets the lookups.
 func refusedReSendRecovery(t *testing.T) *run {
 	r := newRun(t)
-	r.env.RegisterActivity(sw)
-	r.env.OnActivity(sw.ReadRecoveryOrder, mock.Anything, mock.Anything).Return(activities.RecoveryOrder{Found: true,
-		Order: store.Order{OrderID: orderID, ProductID: "P1", Quantity: 2, Amount: amount, UserID: "u1",
-			Status: status.OrderPending, PaymentStatus: status.PaymentUnknown, Attempts: 2},
-		Keys: []string{}, MaybeSent: true, Rejected: "LIMIT_EXCEEDED", Deadline: r.start.Add(10 * time.Minute)}, nil)
-	r.env.OnActivity(a.CancelPayments, mock.Anything, mock.Anything).Return(activities.CancelResult{}, nil).Maybe()
-	r.settleTakes(0)
+	r.recovering(activities.RecoveryOrder{Order: store.Order{Status: status.OrderPending, PaymentStatus: status.PaymentUnknown, Attempts: 2},
+		Keys: []string{}, MaybeSent: true, Rejected: "LIMIT_EXCEEDED", Deadline: r.start.Add(10 * time.Minute)})
 	return r
 }
 
@@ -72,13 +91,7 @@ func TestRecoveryOfARefusedReSendFailsAfterAnEmptySearchOnceLookupsReturn(t *tes
 // deadline, confirms the order rather than being refunded as a late charge.
 func TestRecoveryOfARefusedReSendWaitsTheGraceBeforeFailing(t *testing.T) {
 	r := refusedReSendRecovery(t)
-	listedFrom := r.start.Add(time.Second)
-	r.lookupReturns(func(in activities.LookupInput) (activities.LookupResult, error) {
-		if r.env.Now().Before(listedFrom) {
-			return nothingFound(in)
-		}
-		return found(gateway.StatusSuccess)(in)
-	})
+	r.lookupReturns(r.successListedFrom(r.start.Add(time.Second)))
 	st, _ := r.recoverOrder(t)
 	assert.Equal(t, status.OrderConfirmed, st.Status,
 		"a refused re-send failed on a search made inside its grace; T1 was listed SUCCESS within the deadline (lost order)")

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/mock"
 
 	"github.com/payguard/payguard/activities"
 	"github.com/payguard/payguard/status"
@@ -23,13 +22,8 @@ import (
 // the gateway had refused.
 func TestRecoveryOfARefusedFirstCreateFailsOnceLookupsReturn(t *testing.T) {
 	r := newRun(t)
-	r.env.RegisterActivity(sw)
-	r.env.OnActivity(sw.ReadRecoveryOrder, mock.Anything, mock.Anything).Return(activities.RecoveryOrder{Found: true,
-		Order: store.Order{OrderID: orderID, ProductID: "P1", Quantity: 2, Amount: amount, UserID: "u1",
-			Status: status.OrderRequesting, PaymentStatus: status.PaymentFailed, Attempts: 1},
-		Keys: []string{}, Rejected: "LIMIT_EXCEEDED", Deadline: r.start.Add(10 * time.Minute)}, nil)
-	r.cancelsMaybe()
-	r.settleTakes(0)
+	r.recovering(activities.RecoveryOrder{Order: store.Order{Status: status.OrderRequesting, PaymentStatus: status.PaymentFailed, Attempts: 1},
+		Keys: []string{}, Rejected: "LIMIT_EXCEEDED", Deadline: r.start.Add(10 * time.Minute)})
 	r.lookupReturns(breakerOpen, nothingFound)
 	st, took := r.recoverOrder(t)
 	assert.Equal(t, status.OrderFailed, st.Status, "the gateway refused the only create; the search lists nothing")

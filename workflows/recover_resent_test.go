@@ -22,13 +22,8 @@ const t1Key = "20261130:TR:0000t1"
 // #2 ACCEPTED under the grant resend-1 as T2. The test sets the lookups.
 func acceptedReSendRecovery(t *testing.T) *run {
 	r := newRun(t)
-	r.env.RegisterActivity(sw)
-	r.env.OnActivity(sw.ReadRecoveryOrder, mock.Anything, mock.Anything).Return(activities.RecoveryOrder{Found: true,
-		Order: store.Order{OrderID: orderID, ProductID: "P1", Quantity: 2, Amount: amount, UserID: "u1",
-			Status: status.OrderPending, PaymentStatus: status.PaymentPending, TransactionKey: txKey, Attempts: 2},
-		Keys: []string{txKey}, MaybeSent: true, Resends: 1, Deadline: r.start.Add(10 * time.Minute)}, nil)
-	r.env.OnActivity(a.CancelPayments, mock.Anything, mock.Anything).Return(activities.CancelResult{}, nil).Maybe()
-	r.settleTakes(0)
+	r.recovering(activities.RecoveryOrder{Order: store.Order{Status: status.OrderPending, PaymentStatus: status.PaymentPending, TransactionKey: txKey, Attempts: 2},
+		Keys: []string{txKey}, MaybeSent: true, Resends: 1, Deadline: r.start.Add(10 * time.Minute)})
 	return r
 }
 

@@ -5,10 +5,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/mock"
 
 	"github.com/payguard/payguard/activities"
-	"github.com/payguard/payguard/gateway"
 	"github.com/payguard/payguard/status"
 	"github.com/payguard/payguard/store"
 	"github.com/payguard/payguard/workflows"
@@ -28,20 +26,9 @@ import (
 // from its start before its deadline's last search.
 func TestARecoveryWaitsOutAnUnknownCreatesGracePastItsDeadline(t *testing.T) {
 	r := newTunedRun(t, func(tu *workflows.Tuning) { tu.PollInitial, tu.PollMax = time.Second, time.Second })
-	r.env.RegisterActivity(sw)
-	r.env.OnActivity(sw.ReadRecoveryOrder, mock.Anything, mock.Anything).Return(activities.RecoveryOrder{Found: true,
-		Order: store.Order{OrderID: orderID, ProductID: "P1", Quantity: 2, Amount: amount, UserID: "u1",
-			Status: status.OrderPending, PaymentStatus: status.PaymentUnknown, Attempts: 1},
-		Keys: []string{}, MaybeSent: true, Deadline: r.start.Add(-time.Second)}, nil)
-	r.cancelsMaybe()
-	r.settleTakes(0)
-	listedFrom := r.start.Add(5 * time.Second)
-	r.lookupReturns(func(in activities.LookupInput) (activities.LookupResult, error) {
-		if r.env.Now().Before(listedFrom) {
-			return nothingFound(in)
-		}
-		return found(gateway.StatusSuccess)(in)
-	})
+	r.recovering(activities.RecoveryOrder{Order: store.Order{Status: status.OrderPending, PaymentStatus: status.PaymentUnknown, Attempts: 1},
+		Keys: []string{}, MaybeSent: true, Deadline: r.start.Add(-time.Second)})
+	r.lookupReturns(r.successListedFrom(r.start.Add(5 * time.Second)))
 	st, _ := r.recoverOrder(t)
 	assert.Equal(t, status.OrderConfirmed, st.Status,
 		"the recovery's last search came inside the unknown create's grace; T1 was listed SUCCESS after it (lost order)")
