@@ -6,7 +6,6 @@
 package process
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -14,8 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -97,66 +94,6 @@ func (p *Process) CPUTime() time.Duration {
 		return 0
 	}
 	return cpuTime(p.cmd.Process.Pid)
-}
-
-// clockTicks is USER_HZ, the unit of /proc's CPU times: 100 on every Linux
-// ABI Go runs on (reading sysconf would need cgo).
-const clockTicks = 100
-
-func cpuTime(pid int) time.Duration {
-	_, d := stat(pid)
-	return d
-}
-
-// stat reads a process's command name and CPU time from /proc.
-func stat(pid int) (string, time.Duration) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return "", 0
-	}
-	// The command name (field 2) may hold spaces: count from the ')' after it.
-	open, end := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
-	if open < 0 || end < open {
-		return "", 0
-	}
-	fields := strings.Fields(string(b[end+1:]))
-	if len(fields) < 13 {
-		return "", 0
-	}
-	user, _ := strconv.ParseInt(fields[11], 10, 64) // field 14, utime
-	sys, _ := strconv.ParseInt(fields[12], 10, 64)  // field 15, stime
-	return string(b[open+1 : end]), time.Duration(user+sys) * time.Second / clockTicks
-}
-
-// SelfCPUTime is the calling process's CPU time so far (user and system,
-// from getrusage).
-func SelfCPUTime() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// CommandCPUTime is the CPU time used so far by every running process
-// named comm (its /proc command name): PostgreSQL's backends, for one,
-// which no Process of ours starts. A process that exited is not counted.
-func CommandCPUTime(comm string) time.Duration {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0
-	}
-	var total time.Duration
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if name, d := stat(pid); name == comm {
-			total += d
-		}
-	}
-	return total
 }
 
 // Kill sends SIGKILL (no chance to clean up: the crash under test).

@@ -72,6 +72,20 @@ func TestCPUTimeCountsTheChildsWork(t *testing.T) {
 	assert.Zero(t, p.CPUTime(), "stopped")
 }
 
+// CPU time is read finer than /proc's 10 ms ticks, so that a few orders'
+// work in a short bench step is not read as none.
+func TestCPUTimeIsFinerThanATick(t *testing.T) {
+	p := &process.Process{Name: "busy", Path: "/bin/sh", Args: []string{"-c", "while :; do :; done"}, LogDir: t.TempDir()}
+	require.NoError(t, p.Start())
+	t.Cleanup(func() { _ = p.Kill() })
+	var readings []time.Duration
+	require.NoError(t, p.WaitFor(context.Background(), 30*time.Second, "a reading between ticks", func(context.Context) bool {
+		d := p.CPUTime()
+		readings = append(readings, d)
+		return d > 0 && d%(10*time.Millisecond) != 0
+	}), "%v", readings)
+}
+
 // CommandCPUTime counts a running process by its command name, and no
 // process by a name none has.
 func TestCommandCPUTimeCountsProcessesByName(t *testing.T) {
