@@ -32,6 +32,7 @@ func TestQuickBenchRunsEveryPhaseOnTheRealStack(t *testing.T) {
 			assert.Positive(t, s.Final["CONFIRMED"], "%s: workflows complete: %v", name, s.Final)
 			assert.Positive(t, s.CPU.Server, "%s: the dev server's CPU per workflow is measured", name)
 			assert.Zero(t, s.CPU.Worker, "%s: the payguard worker is not part of a baseline", name)
+			assert.Zero(t, s.CPU.OrdersDatabase, "%s: nor is payguard's database", name)
 			assert.Zero(t, s.Outcomes.Orders, "%s: no order rows", name)
 		}
 	}
@@ -67,6 +68,7 @@ func TestQuickBenchRunsEveryPhaseOnTheRealStack(t *testing.T) {
 		assert.Equal(t, s.Launched, total, "every launched order is counted once: %v", s.Final)
 		assert.Positive(t, s.CPU.Server, "the dev server's CPU per order is measured")
 		assert.Positive(t, s.CPU.Worker, "the worker's CPU per order is measured")
+		assert.Positive(t, s.CPU.OrdersDatabase, "payguard's database's share of PostgreSQL's CPU is measured")
 		assert.Positive(t, s.FirstAnswer.Count, "first answers are timed")
 		// Orders still running when the step's wait ends (UNFINISHED, or
 		// ERROR when the wait's own call timed out) are a matter of speed,

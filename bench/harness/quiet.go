@@ -64,6 +64,11 @@ type CPUCost struct {
 	// lived through the measure: the worker's pooled connections, not one
 	// that closed in between.
 	Database float64 `json:"databaseMillis,omitempty"`
+	// OrdersDatabase is the part of Database spent by the backends of
+	// payguard's own database (the orders, attempts and breakers; steps
+	// only): the rest is Temporal's persistence and PostgreSQL's own
+	// writers (WAL, checkpoints), shared by both.
+	OrdersDatabase float64 `json:"ordersDatabaseMillis,omitempty"`
 	// Gateway is pgsim's (steps only): the simulated gateway's creates and
 	// callbacks, which run on the bench's machine beside payguard.
 	Gateway float64 `json:"gatewayMillis,omitempty"`
@@ -74,9 +79,10 @@ type CPUCost struct {
 // cpuMeter reads the processes' CPU times.
 type cpuMeter struct {
 	server, worker, gateway, api func() time.Duration
+	ordersDB                     string // payguard's database, whose backends are counted apart
 }
 
-type cpuReading struct{ server, worker, bench, database, gateway, api time.Duration }
+type cpuReading struct{ server, worker, bench, database, ordersDB, gateway, api time.Duration }
 
 func (m cpuMeter) read() cpuReading {
 	r := cpuReading{server: m.server(), bench: process.SelfCPUTime(), database: process.CommandCPUTime("postgres")}
@@ -89,6 +95,9 @@ func (m cpuMeter) read() cpuReading {
 	if m.api != nil {
 		r.api = m.api()
 	}
+	if m.ordersDB != "" {
+		r.ordersDB = process.PostgresDatabaseCPUTime(m.ordersDB)
+	}
 	return r
 }
 
@@ -100,7 +109,8 @@ func (m cpuMeter) per(r cpuReading, n int) CPUCost {
 	now := m.read()
 	ms := func(d time.Duration) float64 { return round2(float64(d.Microseconds()) / 1000 / float64(n)) }
 	return CPUCost{Server: ms(now.server - r.server), Worker: ms(now.worker - r.worker), Bench: ms(now.bench - r.bench),
-		Database: ms(max(now.database-r.database, 0)), Gateway: ms(now.gateway - r.gateway), API: ms(now.api - r.api)}
+		Database: ms(max(now.database-r.database, 0)), Gateway: ms(now.gateway - r.gateway), API: ms(now.api - r.api),
+		OrdersDatabase: ms(max(now.ordersDB-r.ordersDB, 0))}
 }
 
 func (c CPUCost) String() string {
@@ -114,6 +124,9 @@ func (c CPUCost) String() string {
 	s += fmt.Sprintf(", bench %.1f ms", c.Bench)
 	if c.Database > 0 {
 		s += fmt.Sprintf(", postgres %.1f ms", c.Database)
+		if c.OrdersDatabase > 0 {
+			s += fmt.Sprintf(" (payguard's database %.1f ms)", c.OrdersDatabase)
+		}
 	}
 	if c.Gateway > 0 {
 		s += fmt.Sprintf(", pgsim %.1f ms", c.Gateway)

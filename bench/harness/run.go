@@ -200,7 +200,7 @@ func run(ctx context.Context, o Options, stdout io.Writer) error {
 		}
 		return d
 	}
-	cpu := cpuMeter{server: st.Temporal.CPUTime, worker: workersCPU, gateway: st.Pgsim.CPUTime}
+	cpu := cpuMeter{server: st.Temporal.CPUTime, worker: workersCPU, gateway: st.Pgsim.CPUTime, ordersDB: st.DatabaseName()}
 	var api *apiServer
 	if o.has("api") {
 		say("starting the order API (%s) on the stack...", filepath.Join(o.Bin, "api"))

@@ -97,3 +97,46 @@ func CommandCPUTime(comm string) time.Duration {
 	}
 	return total
 }
+
+// PostgresDatabaseCPUTime is the CPU time used so far by the running
+// PostgreSQL backends connected to database db: the backends' process
+// titles ("postgres: CLUSTER: USER DB HOST ...", Debian's) name it.
+func PostgresDatabaseCPUTime(db string) time.Duration {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	var total time.Duration
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if name, _ := stat(pid); name == "postgres" && backendOf(pid) == db {
+			total += cpuTime(pid)
+		}
+	}
+	return total
+}
+
+// backendOf is the database a PostgreSQL backend's title names, or "".
+func backendOf(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return ""
+	}
+	// The title replaces argv: "postgres: 15/main: user db 127.0.0.1(5) idle",
+	// or without the cluster's name on other builds.
+	title, ok := strings.CutPrefix(strings.TrimRight(string(b), "\x00 "), "postgres: ")
+	if !ok {
+		return ""
+	}
+	f := strings.Fields(title)
+	if len(f) > 0 && strings.HasSuffix(f[0], ":") {
+		f = f[1:]
+	}
+	if len(f) < 3 || !strings.Contains(f[2], "(") && f[2] != "[local]" {
+		return "" // an auxiliary process: checkpointer, walwriter, ...
+	}
+	return f[1]
+}

@@ -7,10 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/payguard/payguard/internal/process"
+	"github.com/payguard/payguard/internal/testenv"
 )
 
 func readLog(t *testing.T, p *process.Process) string {
@@ -98,4 +100,25 @@ func TestCommandCPUTimeCountsProcessesByName(t *testing.T) {
 	}
 	assert.GreaterOrEqual(t, process.CommandCPUTime(comm), 40*time.Millisecond, "this test binary is a process named %q", comm)
 	assert.Zero(t, process.CommandCPUTime("no-such-command-here"))
+}
+
+// A database's backends are told apart by their titles: a query's work is
+// counted to its own database and to no other.
+func TestPostgresDatabaseCPUTimeCountsItsOwnBackends(t *testing.T) {
+	ctx := context.Background()
+	busyURL, idleURL := testenv.NewDatabase(t), testenv.NewDatabase(t)
+	busy, err := pgx.Connect(ctx, busyURL)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = busy.Close(ctx) })
+	idle, err := pgx.Connect(ctx, idleURL)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = idle.Close(ctx) })
+	busyDB, idleDB := busy.Config().Database, idle.Config().Database
+
+	busyBefore, idleBefore := process.PostgresDatabaseCPUTime(busyDB), process.PostgresDatabaseCPUTime(idleDB)
+	_, err = busy.Exec(ctx, "SELECT count(*) FROM generate_series(1, 3000000)")
+	require.NoError(t, err)
+	assert.Greater(t, process.PostgresDatabaseCPUTime(busyDB)-busyBefore, 20*time.Millisecond, "the busy database's backend")
+	assert.Less(t, process.PostgresDatabaseCPUTime(idleDB)-idleBefore, 5*time.Millisecond, "the idle one's")
+	assert.Zero(t, process.PostgresDatabaseCPUTime("no_such_database"))
 }
