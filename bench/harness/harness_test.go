@@ -39,6 +39,11 @@ func TestQuickBenchRunsEveryPhaseOnTheRealStack(t *testing.T) {
 	if r.MinimalPerSecond > 0 {
 		assert.InDelta(t, r.Sustained/r.MinimalPerSecond, r.RatioToMinimal, 0.01, "the headline is payguard ÷ minimal")
 	}
+	if r.MinimalPerSecond > 0 && r.Sustained > 0 {
+		// Temporal's side: the minimal workflow's server CPU over payguard's.
+		assert.Positive(t, r.TemporalCPURatio)
+		assert.Contains(t, stdout.String(), "ratio on Temporal's side (CPU)")
+	}
 	// Where the server's work goes: one history per ladder, the minimal
 	// workflow's exactly its two local activities' markers and one signal.
 	histories := map[string]History{}

@@ -113,6 +113,15 @@ func (m cpuMeter) per(r cpuReading, n int) CPUCost {
 		OrdersDatabase: ms(max(now.ordersDB-r.ordersDB, 0))}
 }
 
+// Temporal is the CPU spent on Temporal's side: the server's and its
+// persistence's (PostgreSQL's less payguard's database: the real server's
+// databases, and the WAL and checkpoint writers everyone shares).
+func (c CPUCost) Temporal() float64 { return round2(c.Server + max(c.Database-c.OrdersDatabase, 0)) }
+
+// Payguards is the CPU payguard spends beside Temporal: its workers, its
+// database, the API and the simulated gateway.
+func (c CPUCost) Payguards() float64 { return round2(c.Worker + c.OrdersDatabase + c.API + c.Gateway) }
+
 func (c CPUCost) String() string {
 	s := fmt.Sprintf("server %.1f ms", c.Server)
 	if c.Worker > 0 {
