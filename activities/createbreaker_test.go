@@ -11,6 +11,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/payguard/payguard/activities"
 	"github.com/payguard/payguard/breaker"
@@ -107,13 +108,21 @@ func TestADeadGatewayTripsTheCreateBreaker(t *testing.T) {
 
 			testenv.PatchFaults(t, r.sim, c.dead)
 			// A create refused without a call (the lease of the call that
-			// may trip it still seen held) is tried again, as the
+			// may trip it still seen held, for up to the breaker's memo of
+			// it) is tried again after the delay it names, as the
 			// activity's retry would; only creates sent to the gateway count.
 			sent := r.createsCalled()
-			for i := 0; i < 20 && r.createsCalled()-sent < 3; i++ {
+			deadline := time.Now().Add(30 * time.Second)
+			for i := 0; r.createsCalled()-sent < 3; i++ {
+				require.True(t, time.Now().Before(deadline), "%d creates sent to the dead gateway in 30 s", r.createsCalled()-sent)
 				id := fmt.Sprintf("dead-%d", i)
 				r.reserve(t, id)
-				_, _ = r.env.ExecuteActivity(acts.RequestPayment, request(id))
+				before := r.createsCalled()
+				_, err := r.env.ExecuteActivity(acts.RequestPayment, request(id))
+				var refused *temporal.ApplicationError
+				if r.createsCalled() == before && errors.As(err, &refused) && refused.NextRetryDelay() > 0 {
+					time.Sleep(refused.NextRetryDelay()) // the retry's own schedule, not a wait for a condition
+				}
 			}
 			require.Equal(t, 3, r.createsCalled()-sent, "creates sent to the dead gateway")
 			assert.Equal(t, gobreaker.StateOpen, creates.State(), "open after three creates without an answer")
