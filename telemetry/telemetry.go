@@ -21,6 +21,8 @@ package telemetry
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 
@@ -71,6 +73,25 @@ func Setup(ctx context.Context, service string, getenv func(string) string) (fun
 	}
 	otel.SetTracerProvider(tp)
 	return tp.Shutdown, nil
+}
+
+// Serve is a long-running program's life (the API's, the worker's): a JSON
+// logger at level on stdout, tracing set up as service, the program started
+// with that logger, and stopped with the stop start returned once ctx ends.
+func Serve(ctx context.Context, service string, level slog.Leveler, getenv func(string) string, stdout io.Writer,
+	start func(*slog.Logger) (stop func() error, err error)) error {
+	logger := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: level}))
+	stopTracing, err := Setup(ctx, service, getenv)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = stopTracing(context.Background()) }()
+	stop, err := start(logger)
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return stop()
 }
 
 // newProvider is Setup's tracer provider, nil when nothing is to be

@@ -31,18 +31,13 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err // -h and --version too: exitcode.Main tells them apart
 	}
-	logger := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel}))
-	stopTracing, err := telemetry.Setup(ctx, "payguard-api", getenv)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = stopTracing(context.Background()) }()
-	s, err := Start(ctx, cfg, logger)
-	if err != nil {
-		return err
-	}
-	<-ctx.Done()
-	return s.Stop()
+	return telemetry.Serve(ctx, "payguard-api", cfg.LogLevel, getenv, stdout, func(logger *slog.Logger) (func() error, error) {
+		s, err := Start(ctx, cfg, logger)
+		if err != nil {
+			return nil, err
+		}
+		return s.Stop, nil
+	})
 }
 
 // Server is a running API.

@@ -81,27 +81,19 @@ func SelfCPUTime() time.Duration {
 // named comm (its /proc command name): PostgreSQL's backends, for one,
 // which no Process of ours starts. A process that exited is not counted.
 func CommandCPUTime(comm string) time.Duration {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0
-	}
-	var total time.Duration
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if name, _ := stat(pid); name == comm {
-			total += cpuTime(pid)
-		}
-	}
-	return total
+	return cpuTimeOf(func(_ int, name string) bool { return name == comm })
 }
 
 // PostgresDatabaseCPUTime is the CPU time used so far by the running
 // PostgreSQL backends connected to database db: the backends' process
 // titles ("postgres: CLUSTER: USER DB HOST ...", Debian's) name it.
 func PostgresDatabaseCPUTime(db string) time.Duration {
+	return cpuTimeOf(func(pid int, name string) bool { return name == "postgres" && backendOf(pid) == db })
+}
+
+// cpuTimeOf sums the CPU time of the running processes that match, by pid
+// and command name.
+func cpuTimeOf(match func(pid int, comm string) bool) time.Duration {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return 0
@@ -112,7 +104,7 @@ func PostgresDatabaseCPUTime(db string) time.Duration {
 		if err != nil {
 			continue
 		}
-		if name, _ := stat(pid); name == "postgres" && backendOf(pid) == db {
+		if name, _ := stat(pid); match(pid, name) {
 			total += cpuTime(pid)
 		}
 	}

@@ -34,18 +34,13 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err // -h and --version too: exitcode.Main tells them apart
 	}
-	logger := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel}))
-	stopTracing, err := telemetry.Setup(ctx, "payguard-worker", getenv)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = stopTracing(context.Background()) }()
-	w, err := Start(ctx, cfg, logger)
-	if err != nil {
-		return err
-	}
-	<-ctx.Done()
-	return w.Stop()
+	return telemetry.Serve(ctx, "payguard-worker", cfg.LogLevel, getenv, stdout, func(logger *slog.Logger) (func() error, error) {
+		w, err := Start(ctx, cfg, logger)
+		if err != nil {
+			return nil, err
+		}
+		return w.Stop, nil
+	})
 }
 
 // Worker is a running worker process.
