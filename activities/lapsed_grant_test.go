@@ -65,14 +65,7 @@ func TestALapsedReSendThatAnEarlierTrySentIsUnknown(t *testing.T) {
 func TestRecoveryReadsARefusalAfterAnUnknownCreate(t *testing.T) {
 	r := newRig(t, quiet(), activities.DefaultBreakerSettings(), false)
 	ctx := context.Background()
-	r.reserve(t, "refused-resend")
-	first, err := r.store.BeginAttempt(ctx, store.AttemptRequest{OrderID: "refused-resend"})
-	require.NoError(t, err)
-	require.NoError(t, r.store.FinishAttempt(ctx, store.Answer{OrderID: "refused-resend", No: first.Attempt.No, Outcome: store.OutcomeUnknown}))
-	again, err := r.store.BeginAttempt(ctx, store.AttemptRequest{OrderID: "refused-resend", Grant: "resend-1", GrantExpires: time.Now().Add(time.Minute)})
-	require.NoError(t, err)
-	require.True(t, again.Send)
-	require.NoError(t, r.store.FinishAttempt(ctx, store.Answer{OrderID: "refused-resend", No: again.Attempt.No, Outcome: store.OutcomeRejected, Reason: "LIMIT_EXCEEDED"}))
+	r.reSentAfterUnknown(t, store.Answer{OrderID: "refused-resend", Outcome: store.OutcomeRejected, Reason: "LIMIT_EXCEEDED"})
 
 	sw := activities.NewSweeper(r.store, r.acts, nil, 10, nil)
 	got, err := sw.ReadRecoveryOrder(ctx, "refused-resend")
@@ -88,14 +81,7 @@ func TestRecoveryReadsARefusalAfterAnUnknownCreate(t *testing.T) {
 func TestRecoveryReadsAnAcceptedReSend(t *testing.T) {
 	r := newRig(t, quiet(), activities.DefaultBreakerSettings(), false)
 	ctx := context.Background()
-	r.reserve(t, "accepted-resend")
-	first, err := r.store.BeginAttempt(ctx, store.AttemptRequest{OrderID: "accepted-resend"})
-	require.NoError(t, err)
-	require.NoError(t, r.store.FinishAttempt(ctx, store.Answer{OrderID: "accepted-resend", No: first.Attempt.No, Outcome: store.OutcomeUnknown}))
-	again, err := r.store.BeginAttempt(ctx, store.AttemptRequest{OrderID: "accepted-resend", Grant: "resend-1", GrantExpires: time.Now().Add(time.Minute)})
-	require.NoError(t, err)
-	require.True(t, again.Send)
-	require.NoError(t, r.store.FinishAttempt(ctx, store.Answer{OrderID: "accepted-resend", No: again.Attempt.No, Outcome: store.OutcomeAccepted, TransactionKey: "20261130:TR:0000t2"}))
+	r.reSentAfterUnknown(t, store.Answer{OrderID: "accepted-resend", Outcome: store.OutcomeAccepted, TransactionKey: "20261130:TR:0000t2"})
 
 	sw := activities.NewSweeper(r.store, r.acts, nil, 10, nil)
 	got, err := sw.ReadRecoveryOrder(ctx, "accepted-resend")
@@ -110,4 +96,21 @@ func TestRecoveryReadsAnAcceptedReSend(t *testing.T) {
 	var held activities.ReserveResult
 	require.NoError(t, v.Get(&held))
 	assert.Equal(t, 1, held.Resends, "the run again holds a FAILED after the re-send for a search")
+}
+
+// reSentAfterUnknown reserves the answer's order and records its first
+// create UNKNOWN, then a re-send under a grant answered as given (the
+// answer's attempt number filled in).
+func (r *rig) reSentAfterUnknown(t *testing.T, again store.Answer) {
+	t.Helper()
+	ctx := context.Background()
+	r.reserve(t, again.OrderID)
+	first, err := r.store.BeginAttempt(ctx, store.AttemptRequest{OrderID: again.OrderID})
+	require.NoError(t, err)
+	require.NoError(t, r.store.FinishAttempt(ctx, store.Answer{OrderID: again.OrderID, No: first.Attempt.No, Outcome: store.OutcomeUnknown}))
+	resend, err := r.store.BeginAttempt(ctx, store.AttemptRequest{OrderID: again.OrderID, Grant: "resend-1", GrantExpires: time.Now().Add(time.Minute)})
+	require.NoError(t, err)
+	require.True(t, resend.Send)
+	again.No = resend.Attempt.No
+	require.NoError(t, r.store.FinishAttempt(ctx, again))
 }

@@ -43,7 +43,6 @@ func fastFailedOfAnAcceptedReSend(t *testing.T, more func(*run)) {
 	if more != nil {
 		more(r)
 	}
-	const t1 = "20261130:TR:0000T1"
 	r.requestReturns(answered500(1), accepted(2))
 	var listedFrom time.Time
 	r.lookupReturns(func(in activities.LookupInput) (activities.LookupResult, error) {
@@ -55,15 +54,7 @@ func fastFailedOfAnAcceptedReSend(t *testing.T, more func(*run)) {
 			listedFrom = now.Add(2 * time.Second) // the grant's lookup
 			return nothingFound(in)
 		}
-		t2 := gateway.Transaction{TransactionKey: txKey, OrderID: orderID, Amount: amount, Status: gateway.StatusFailed, Reason: "LIMIT_EXCEEDED"}
-		if in.TransactionKey == txKey {
-			return activities.LookupResult{Transactions: []gateway.Transaction{t2}}, nil
-		}
-		txs := []gateway.Transaction{t2}
-		if !now.Before(listedFrom) {
-			txs = append(txs, gateway.Transaction{TransactionKey: t1, OrderID: orderID, Amount: amount, Status: gateway.StatusSuccess})
-		}
-		return activities.LookupResult{Transactions: txs}, nil
+		return listedAfterReSend(in, now, listedFrom)
 	})
 	r.callbackAt(2*time.Second, gateway.StatusFailed, txKey) // T2 decided 1 s after the re-send
 	r.cancelsMaybe()
@@ -73,4 +64,23 @@ func fastFailedOfAnAcceptedReSend(t *testing.T, more func(*run)) {
 		"T2's FAILED was decided by a search inside the re-send's grace; T1, listed SUCCESS a second later, was lost")
 	assert.Equal(t, t1, st.TransactionKey)
 	assert.Empty(t, r.cancels, "T1 is the order's charge; T2 FAILED needs no cancel")
+}
+
+// t1 is the first create's transaction, listed SUCCESS late; txKey (T2)
+// is the re-send's, which the gateway decided FAILED.
+const t1 = "20261130:TR:0000T1"
+
+// listedAfterReSend is the gateway's answer, as of now, to a lookup once
+// the re-send went out: T2 FAILED by its key; in the order's list T2 and,
+// from listedFrom on, T1 SUCCESS.
+func listedAfterReSend(in activities.LookupInput, now, listedFrom time.Time) (activities.LookupResult, error) {
+	t2 := gateway.Transaction{TransactionKey: txKey, OrderID: orderID, Amount: amount, Status: gateway.StatusFailed, Reason: "LIMIT_EXCEEDED"}
+	if in.TransactionKey == txKey {
+		return activities.LookupResult{Transactions: []gateway.Transaction{t2}}, nil
+	}
+	txs := []gateway.Transaction{t2}
+	if !now.Before(listedFrom) {
+		txs = append(txs, gateway.Transaction{TransactionKey: t1, OrderID: orderID, Amount: amount, Status: gateway.StatusSuccess})
+	}
+	return activities.LookupResult{Transactions: txs}, nil
 }

@@ -27,7 +27,6 @@ import (
 // ("nor pass for one made after the grace").
 func TestASlowSearchAskedInsideAReSendsGraceDoesNotDecideItsFailed(t *testing.T) {
 	r := newRun(t)
-	const t1 = "20261130:TR:0000T1"
 	r.requestReturns(answered500(1), accepted(2))
 	listedFrom := r.start.Add(4 * time.Second)
 	r.env.OnActivity(a.LookupPayment, mock.Anything, mock.Anything).After(time.Second).Return(
@@ -42,15 +41,7 @@ func TestASlowSearchAskedInsideAReSendsGraceDoesNotDecideItsFailed(t *testing.T)
 			if !resent {
 				return nothingFound(in)
 			}
-			t2 := gateway.Transaction{TransactionKey: txKey, OrderID: orderID, Amount: amount, Status: gateway.StatusFailed, Reason: "LIMIT_EXCEEDED"}
-			if in.TransactionKey == txKey {
-				return activities.LookupResult{Transactions: []gateway.Transaction{t2}}, nil
-			}
-			txs := []gateway.Transaction{t2}
-			if !now.Before(listedFrom) {
-				txs = append(txs, gateway.Transaction{TransactionKey: t1, OrderID: orderID, Amount: amount, Status: gateway.StatusSuccess})
-			}
-			return activities.LookupResult{Transactions: txs}, nil
+			return listedAfterReSend(in, now, listedFrom)
 		})
 	r.callbackAt(3*time.Second, gateway.StatusFailed, txKey)
 	r.env.RegisterDelayedCallback(func() {
