@@ -21,8 +21,11 @@ const clockTicks = 100
 // stat still counts, so the larger of the two is taken.
 func cpuTime(pid int) time.Duration {
 	_, ticks := stat(pid)
-	return max(ticks, threadsRunTime(pid))
+	return finer(pid, ticks)
 }
+
+// finer is the process's CPU time given stat's ticks for it.
+func finer(pid int, ticks time.Duration) time.Duration { return max(ticks, threadsRunTime(pid)) }
 
 // threadsRunTime sums the time on CPU (schedstat's first field, in ns) of
 // the process's live threads, or 0 when /proc cannot say.
@@ -104,8 +107,8 @@ func cpuTimeOf(match func(pid int, comm string) bool) time.Duration {
 		if err != nil {
 			continue
 		}
-		if name, _ := stat(pid); match(pid, name) {
-			total += cpuTime(pid)
+		if name, ticks := stat(pid); match(pid, name) {
+			total += finer(pid, ticks)
 		}
 	}
 	return total
