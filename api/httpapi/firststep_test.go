@@ -76,3 +76,28 @@ func TestTheFirstAnswerIsHeardAndReadWhenTheListenerIsDown(t *testing.T) {
 	assert.Zero(t, c.metric(t, firstAnswers(httpapi.ViaTimeout)))
 	assert.Equal(t, int64(3), 10-s.Stock(t, "P1").Available, "every order's stock held")
 }
+
+// While the listener listens, a request whose order has not yet taken its
+// first step (the worker down, or a backlog under overload) reads the row
+// only now and then, in case a notification went astray, and less often
+// the longer it waits: at the edge of capacity, when first steps slow
+// down, reads every 100 ms by each waiting request would add load to the
+// database the reservations need.
+func TestAWaitingRequestReadsItsRowLessOftenTheLongerItWaits(t *testing.T) {
+	wait := 2 * time.Second
+	s, _, c := apiStack(t, 0, func(cfg *httpapi.Config) { cfg.FirstAnswerWait = wait })
+	s.SetStock(t, "P1", 10)
+	testenv.Eventually(t, 10*time.Second, func() bool { return c.metric(t, httpapi.MetricListening) == 1 }, "the API listens")
+	// The worker is down: the order is started, and not reserved before the wait ends.
+	require.NoError(t, s.Worker.Stop())
+
+	r := c.do(http.MethodPost, "/api/v1/orders", order("slow-00001", "P1", 1, 700), customer, true)
+	require.Equal(t, http.StatusCreated, r.code, "%s", r.body)
+	var a httpapi.OrderAnswer
+	r.decode(t, &a)
+	assert.Equal(t, status.OrderReserving, a.Status, "not reserved within the wait")
+	assert.Equal(t, 1.0, c.metric(t, firstAnswers(httpapi.ViaTimeout)))
+	reads := c.metric(t, httpapi.MetricFirstStepReads)
+	assert.GreaterOrEqual(t, reads, 1.0, "the row is read in case a notification went astray")
+	assert.LessOrEqual(t, reads, 5.0, "a %s wait reads the row a few times, not every 100 ms", wait)
+}

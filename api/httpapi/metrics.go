@@ -15,6 +15,7 @@ const (
 	MetricRequestDuration = "payguard_api_request_duration_seconds"
 	MetricFirstAnswers    = "payguard_api_first_answers_total"
 	MetricListening       = "payguard_api_first_step_listening"
+	MetricFirstStepReads  = "payguard_api_first_step_reads_total"
 )
 
 // How a new order's first answer was learned (MetricFirstAnswers' label
@@ -35,6 +36,8 @@ type Metrics struct {
 	duration *prometheus.HistogramVec
 	// firstAnswers counts new orders' first answers by how they were learned.
 	firstAnswers *prometheus.CounterVec
+	// firstStepReads counts the reads of waiting orders' rows.
+	firstStepReads prometheus.Counter
 }
 
 // NewMetrics registers the API's metrics and the Go runtime's.
@@ -54,11 +57,15 @@ func NewMetrics() *Metrics {
 			Name: MetricFirstAnswers,
 			Help: "New orders' first answers by how their first step was learned: notification, read (the row polled) or timeout.",
 		}, []string{"via"}),
+		firstStepReads: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: MetricFirstStepReads,
+			Help: "Reads of a new order's row while its first answer waits: the polling without the listener, and the occasional read beside it.",
+		}),
 	}
 	for _, via := range []string{ViaNotification, ViaRead, ViaTimeout} {
 		m.firstAnswers.WithLabelValues(via)
 	}
-	m.Registry.MustRegister(m.requests, m.duration, m.firstAnswers, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.Registry.MustRegister(m.requests, m.duration, m.firstAnswers, m.firstStepReads, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 

@@ -209,7 +209,10 @@ func (s *Server) place(ctx context.Context, in workflows.PaymentInput, takenUp b
 // slowPoll: a worker that is slow or down must not turn every waiting
 // request into hundreds of reads of the database it needs. While the
 // listener listens, the answer is the step it hears, and the row is read
-// only every slowPoll, in case a notification went astray.
+// in case a notification went astray (a pooler that drops LISTEN) first
+// after slowPoll, then twice as long apart each time: when first steps
+// slow down at the edge of capacity, the waiting requests' reads must not
+// add to the load that slows them.
 const (
 	quickPoll = 4 * time.Millisecond
 	quickFor  = 50 * time.Millisecond
@@ -230,8 +233,10 @@ func (s *Server) firstStep(ctx context.Context, watch *store.Watch, readNow bool
 	found := false
 	began := time.Now()
 	poll := time.Millisecond // the next wait between reads, without the listener
+	astray := slowPoll       // the next wait between reads, beside the listener
 	for {
 		if readNow || !watch.Listening() {
+			s.Metrics.firstStepReads.Inc()
 			o, err := s.store.GetOrder(ctx, watch.OrderID())
 			if err == nil {
 				last, found = o, true
@@ -241,7 +246,8 @@ func (s *Server) firstStep(ctx context.Context, watch *store.Watch, readNow bool
 				}
 			}
 		}
-		wait := slowPoll
+		wait := astray
+		astray *= 2
 		if !watch.Listening() {
 			wait = poll
 			if time.Since(began) < quickFor {
