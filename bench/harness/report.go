@@ -192,7 +192,7 @@ func (r Report) Table() string {
 	steps(apiLadder, r.APISteps)
 	restarts := ""
 	if r.Restarts > 0 {
-		restarts = fmt.Sprintf("; dev server restarted %d× after steps not sustained", r.Restarts)
+		restarts = fmt.Sprintf("; %s restarted %d× after steps not sustained", r.Temporal.Server(), r.Restarts)
 	}
 	if len(r.MinimalSteps) > 0 {
 		fmt.Fprintf(w, "  minimal workflow sustained (the limit)\t%.1f workflows/s\tlocal activity, one signal, local activity\n", r.MinimalPerSecond)

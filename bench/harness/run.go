@@ -169,7 +169,7 @@ func run(ctx context.Context, o Options, stdout io.Writer) error {
 	if o.Eager {
 		temporalArgs = devserver.EagerArgs
 	}
-	say("starting the stack (%s server, pgsim calm, %d worker(s))... load average %s", o.Temporal, o.Workers, rep.Machine.LoadBefore)
+	say("starting the stack (%s, pgsim calm, %d worker(s))... load average %s", o.Temporal.Server(), o.Workers, rep.Machine.LoadBefore)
 	st, err := stack.Start(ctx, stack.Options{
 		Bin: o.Bin, TemporalCLI: cli, Out: o.Out, AdminDBURL: devserver.AdminDatabaseURL(), Secret: "bench-secret",
 		Workers: o.Workers, Direct: true, DatabaseName: fmt.Sprintf("payguard_bench_%d", time.Now().UnixNano()),
@@ -235,11 +235,12 @@ func run(ctx context.Context, o Options, stdout io.Writer) error {
 	}
 	warm()
 
-	// A step not sustained overloads the dev server (its one SQLite
-	// connection), and the server stays slower after that step's backlog
-	// is done, which the next step would pay for (design §11): the next
-	// timed step starts on the server restarted (same file, port and
-	// flags) and payguard's path warmed up again.
+	// A step not sustained overloads the server (the dev server's one
+	// SQLite connection, the real one's queues), and it stays slower
+	// after that step's backlog is done, which the next step would pay
+	// for (design §11): the next timed step starts on the server
+	// restarted (same file, port and flags) and payguard's path warmed up
+	// again.
 	overloaded := false
 	// settle waits for the dev server to go quiet before the next timed
 	// step (quiet.go), and says so when it did not.
@@ -249,9 +250,9 @@ func run(ctx context.Context, o Options, stdout io.Writer) error {
 			// that took them, before it is stopped.
 			waitQuiet(ctx, st.Temporal.CPUTime)
 			overloaded = false
-			say("restarting the dev server after a step not sustained, before %s...", before)
+			say("restarting the %s after a step not sustained, before %s...", o.Temporal.Server(), before)
 			if err := st.Temporal.Restart(ctx); err != nil {
-				return 0, fmt.Errorf("restart the dev server: %w", err)
+				return 0, fmt.Errorf("restart the %s: %w", o.Temporal.Server(), err)
 			}
 			rep.Restarts++
 			warm()

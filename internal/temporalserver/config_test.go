@@ -103,6 +103,9 @@ func TestParseKind(t *testing.T) {
 	}
 	_, err := temporalserver.ParseKind("cloud")
 	assert.Error(t, err)
+	// A report on the real server does not call it the dev server.
+	assert.Equal(t, "Temporal server", temporalserver.KindServer.Server())
+	assert.Equal(t, "dev server", temporalserver.Kind("").Server())
 }
 
 func TestDynamicConfigArgs(t *testing.T) {

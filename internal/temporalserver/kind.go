@@ -37,6 +37,15 @@ func ParseKind(s string) (Kind, error) {
 // String is the flag value.
 func (k Kind) String() string { return string(k) }
 
+// Server names the server of this kind in words: "dev server" or
+// "Temporal server".
+func (k Kind) Server() string {
+	if k == KindServer {
+		return "Temporal server"
+	}
+	return "dev server"
+}
+
 // Set parses a flag value (flag.Value).
 func (k *Kind) Set(s string) error {
 	v, err := ParseKind(s)
