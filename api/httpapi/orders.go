@@ -246,9 +246,10 @@ func (s *Server) firstStep(ctx context.Context, watch *store.Watch, readNow bool
 				}
 			}
 		}
-		wait := astray
-		astray *= 2
-		if !watch.Listening() {
+		var wait time.Duration
+		if watch.Listening() {
+			wait, astray = astray, 2*astray
+		} else {
 			wait = poll
 			if time.Since(began) < quickFor {
 				poll = min(2*poll, quickPoll)

@@ -242,7 +242,7 @@ func run(ctx context.Context, o Options, stdout io.Writer) error {
 	// restarted (same file, port and flags) and payguard's path warmed up
 	// again.
 	overloaded := false
-	// settle waits for the dev server to go quiet before the next timed
+	// settle waits for the server to go quiet before the next timed
 	// step (quiet.go), and says so when it did not.
 	settle := func(before string) (time.Duration, error) {
 		if overloaded {
